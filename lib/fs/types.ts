@@ -1,0 +1,77 @@
+// The file-system layer: the only way seglog touches a disk.
+//
+// Owns: the `FileSystem` and `FileHandle` interfaces. Every write path of every store goes through
+// them, so that a test can put a layer underneath that fails chosen calls (lib/fs/faulty.ts) or
+// records every call and builds the disk states a crash may leave (lib/fs/memory.ts).
+//
+// Contract of every implementation:
+// - Errors are Node-style: an Error with an errno `code` ('ENOENT', 'EEXIST', 'EIO', 'ENOSPC',
+//   ...). Layers above translate them into SeglogErrors (lib/errors.ts `fromIo`).
+// - `write`/`writev` write every byte or throw; a short write is retried inside the layer, so a
+//   caller never sees one. A throw may leave any prefix of the bytes written.
+// - Nothing is durable until synced: file contents by `datasync`/`sync` of that file, directory
+//   entries (create, rename, link, unlink, mkdir, rmdir) by `syncDir` of the directory holding them.
+// - Paths are absolute or relative to the process's working directory, '/'-separated.
+
+/** How `open` treats a missing or existing file. */
+export type OpenMode =
+  /** Read only; the file must exist. */
+  | 'read'
+  /** Read and write; the file must exist. */
+  | 'write'
+  /** Read and write; created empty when missing, kept as it is when present. */
+  | 'create'
+  /** Read and write; must not exist (O_EXCL): 'EEXIST' when it does. */
+  | 'create-exclusive';
+
+export interface FileStat {
+  size: number;
+  isDirectory: boolean;
+}
+
+/** An open file. Positions are byte offsets; there is no implicit file position. */
+export interface FileHandle {
+  readonly path: string;
+  /** Reads up to `into.length` bytes at `position`; answers how many were read (fewer at the end). */
+  read(into: Uint8Array, position: number): Promise<number>;
+  /** Writes all of `data` at `position`. */
+  write(data: Uint8Array, position: number): Promise<void>;
+  /** Writes the chunks back to back from `position`, as one call where the platform allows. */
+  writev(chunks: readonly Uint8Array[], position: number): Promise<void>;
+  /** fdatasync: the file's data, and the metadata needed to read it back, are durable. */
+  datasync(): Promise<void>;
+  /** fsync: like datasync, plus the rest of the file's metadata. */
+  sync(): Promise<void>;
+  /** Sets the file's length (cuts or extends with zeros). Durable only after a sync. */
+  truncate(size: number): Promise<void>;
+  /** The file's current length. */
+  size(): Promise<number>;
+  /**
+   * Tries to take an exclusive advisory lock on this open file description. Never waits: answers
+   * false when another open (in this process or another) holds it. Released by `unlock`, by
+   * `close`, and by the kernel when the process dies.
+   */
+  tryLock(): Promise<boolean>;
+  unlock(): Promise<void>;
+  /** Closes the handle; releases its lock. Idempotent. */
+  close(): Promise<void>;
+}
+
+export interface FileSystem {
+  open(path: string, mode: OpenMode): Promise<FileHandle>;
+  /** Names in a directory ('.' and '..' excluded), in no particular order. 'ENOENT' when missing. */
+  readdir(dir: string): Promise<string[]>;
+  /** Creates a directory and any missing parents; succeeds when it exists. */
+  mkdir(dir: string): Promise<void>;
+  /** Atomically replaces `to` with `from` (POSIX rename). */
+  rename(from: string, to: string): Promise<void>;
+  /** Adds a second name for a file; 'EEXIST' when `to` exists (rename without overwriting). */
+  link(from: string, to: string): Promise<void>;
+  unlink(path: string): Promise<void>;
+  /** Removes an empty directory. */
+  rmdir(dir: string): Promise<void>;
+  /** The entry's size and kind, or null when it does not exist. */
+  stat(path: string): Promise<FileStat | null>;
+  /** fsync of a directory: its entries' creations, renames and removals so far are durable. */
+  syncDir(dir: string): Promise<void>;
+}
