@@ -8,11 +8,39 @@ export type { FileSystem, FileHandle, FileStat, OpenMode } from './fs/types.js';
 export { realFs } from './fs/real.js';
 
 // --- recording / fault-injecting file systems (owner: fs-sim) ---
+export { MemoryFs } from './fs/memory.js';
+export type { MemoryFsOptions, DiskImage, TraceEntry, EntryChange, FsCallKind } from './fs/memory.js';
+export { FaultyFs } from './fs/faulty.js';
+export type { FaultRule, Fault, FaultCall, Pause, PathPattern } from './fs/faulty.js';
+export { exploreCrashStates, replayCrashState, crashPoints, checkAckAfterSync } from './crash/index.js';
+export type {
+  CrashFamily,
+  CrashState,
+  CrashUnit,
+  CrashTear,
+  CrashViolation,
+  ExploreOptions,
+  ExploreResult,
+  AckCheckOptions,
+  AckCheckResult,
+  AckViolation,
+  RenameBeforeSync,
+} from './crash/index.js';
 
 // --- segments (owner: segments) ---
+export { openSegmentedLog, FdCache, defaultFdCache, DEFAULT_SEGMENT_BYTES, DEFAULT_MAX_RECORD_BYTES } from '../segments/index.js';
+export type { SegmentedLog, SegmentedLogOptions, SegmentedLogStats, SyncPolicy, FdCacheOptions } from '../segments/index.js';
 
 // --- cells (owner: fs-sim) ---
+export { openCell, cellTempPath, cellValueCapacity, CELL_DEFAULT_SLOT_BYTES } from '../cells/index.js';
+export type { Cell, CellOptions } from '../cells/index.js';
 
 // --- host store (owner: host) ---
+export * from './host/index.js';
 
 // --- raft store (owner: raft) ---
+export * from './raft/index.js';
+
+// --- payloads (owner: payloads) ---
+export { openPayloadStore, FsPayloadStore, DEFAULT_GRACE_MS, isPayloadDigest, MAX_HOLDER_BYTES, MAX_HOLDERS, PAYLOAD_DEFAULT_CHUNK_BYTES } from './payloads/index.js';
+export type { PayloadStore, PayloadStoreOptions, PayloadInfo, PayloadBody, PutOptions, GarbageReport } from './payloads/index.js';

@@ -1,0 +1,29 @@
+// The manifest store: where the log's single commit point lives.
+//
+// Owns: reading and writing the manifest value through a two-slot checksummed cell (a write is
+// durable when it resolves, and a reader sees the old value or the new one, never a torn one).
+// The encoding of the value itself is in format.ts.
+
+import type { FileSystem } from '../lib/fs/types.js';
+import { cellValueCapacity, openCell } from '../cells/index.js';
+
+/** The cell operations the log needs (the shape of `openCell`'s Cell). */
+export interface ManifestCell {
+  read(): Promise<Uint8Array | null>;
+  write(value: Uint8Array): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Slot size of the manifest cell (the file is two slots). A manifest of n segments takes
+ * 24 + 16n bytes, so 8 KiB holds 508 segments (32 GiB of live log at the default segment size);
+ * near that the log stops rolling and lets its last segment grow (log.ts `#canAddSegment`).
+ */
+export const MANIFEST_SLOT_BYTES = 8192;
+
+/** Most bytes a manifest value may take. */
+export const MANIFEST_CAPACITY = cellValueCapacity(MANIFEST_SLOT_BYTES);
+
+export function openManifestCell(path: string, fs: FileSystem): Promise<ManifestCell> {
+  return openCell(path, { fs, slotBytes: MANIFEST_SLOT_BYTES });
+}

@@ -1,0 +1,72 @@
+// Sequential validation of a segment's frames: the one place that walks a segment file.
+//
+// Owns: `scanFrames`, used by recovery (the last segment's valid prefix) and by an index rebuild
+// (a sealed segment that must validate completely). Guarantees: memory stays bounded by one read
+// window (1 MiB, or one frame when a frame is larger); a length field is checked against
+// `maxRecordBytes` and against the file's size before it drives any allocation; the scan stops at
+// the first frame that fails, and says where and why.
+
+import type { FileHandle } from '../lib/fs/types.js';
+import { FRAME_HEADER_BYTES, checkFrame, frameLength, type FrameCheck } from './format.js';
+
+const WINDOW_BYTES = 1 << 20;
+
+export interface ScanResult {
+  /** Frames that validated. */
+  count: number;
+  /** Offset just after the last valid frame: where the next frame goes. */
+  endOffset: number;
+  /** Why the scan stopped: 'limit' (read `maxCount` frames), 'end' (file ends exactly there) or a failed check. */
+  stop: 'limit' | 'end' | Exclude<FrameCheck, 'ok'>;
+}
+
+/**
+ * Validates frames from `startOffset` (expected index `startIndex`) until one fails, the file
+ * ends, or `maxCount` frames passed. `onFrame(offset)` is called for each valid frame, in order.
+ */
+export async function scanFrames(
+  handle: FileHandle,
+  fileSize: number,
+  salt: number,
+  startOffset: number,
+  startIndex: number,
+  maxRecordBytes: number,
+  maxCount: number,
+  onFrame: (offset: number) => void,
+): Promise<ScanResult> {
+  let window = new Uint8Array(Math.min(WINDOW_BYTES, Math.max(FRAME_HEADER_BYTES, fileSize - startOffset)));
+  let winStart = startOffset;
+  let winLen = 0; // valid bytes in the window
+  let pos = startOffset;
+  let index = startIndex;
+  let count = 0;
+
+  const load = async (at: number, need: number): Promise<void> => {
+    if (window.length < need) window = new Uint8Array(need);
+    winStart = at;
+    const want = Math.min(window.length, fileSize - at);
+    winLen = want > 0 ? await handle.read(want === window.length ? window : window.subarray(0, want), at) : 0;
+  };
+
+  while (count < maxCount) {
+    if (pos === fileSize) return { count, endOffset: pos, stop: 'end' };
+    if (fileSize - pos < FRAME_HEADER_BYTES) return { count, endOffset: pos, stop: 'short' };
+    if (pos + FRAME_HEADER_BYTES > winStart + winLen) await load(pos, FRAME_HEADER_BYTES);
+    let at = pos - winStart;
+    const len = frameLength(window, at);
+    if (len > maxRecordBytes) return { count, endOffset: pos, stop: 'length' };
+    const frameBytes = FRAME_HEADER_BYTES + len;
+    if (frameBytes > fileSize - pos) return { count, endOffset: pos, stop: 'short' };
+    if (pos + frameBytes > winStart + winLen) {
+      await load(pos, frameBytes);
+      at = 0;
+    }
+    const check = checkFrame(window.subarray(0, winLen), at, index, salt, maxRecordBytes);
+    if (check !== 'ok') return { count, endOffset: pos, stop: check };
+    onFrame(pos);
+    pos += frameBytes;
+    index++;
+    count++;
+  }
+  return { count, endOffset: pos, stop: 'limit' };
+}
