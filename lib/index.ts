@@ -43,4 +43,4 @@ export * from './raft/index.js';
 
 // --- payloads (owner: payloads) ---
 export { openPayloadStore, FsPayloadStore, DEFAULT_GRACE_MS, isPayloadDigest, MAX_HOLDER_BYTES, MAX_HOLDERS, PAYLOAD_DEFAULT_CHUNK_BYTES } from './payloads/index.js';
-export type { PayloadStore, PayloadStoreOptions, PayloadInfo, PayloadBody, PutOptions, GarbageReport } from './payloads/index.js';
+export type { PayloadStore, PayloadStoreOptions, PayloadInfo, PayloadBody, PutOptions, GarbageReport, PayloadVerifyReport } from './payloads/index.js';

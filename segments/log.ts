@@ -144,6 +144,8 @@ const COPY_LIMIT = 32 * 1024;
 /** Preallocation: zero-filled space written ahead of the tail, so most syncs change no size. */
 const MIN_PREALLOC = 16 * 1024;
 const MAX_PREALLOC = 4 * MiB;
+/** A group of this many bytes or more extends the file itself instead of writing zeros ahead. */
+const PREALLOC_GROUP_LIMIT = 256 * 1024;
 /** Largest single pread of a read call. */
 const READ_CHUNK = MiB;
 /** Sealed-segment offset tables kept in memory per log (least recently used dropped first). */
@@ -309,7 +311,12 @@ export async function openSegmentedLog(dir: string, options: SegmentedLogOptions
     if (!got) throw locked(dir);
     cell = await openManifestCell(path.join(dir, MANIFEST_NAME), fs);
     const log = new Log(dir, fs, fdCache, policy, segmentBytes, maxRecordBytes, lock, cell);
-    await log.recover(firstIndex, created);
+    try {
+      await log.recover(firstIndex, created);
+    } catch (err) {
+      await log.forgetFiles();
+      throw err;
+    }
     return log;
   } catch (err) {
     if (cell !== null) await cell.close().catch(() => undefined);
@@ -830,9 +837,10 @@ class Log implements SegmentedLog {
     if (cut < p) chunks.push(buf.subarray(cut, p));
     const newTail = tail + bytes;
     let allocated = seg.allocated;
-    if (newTail > allocated) {
+    if (newTail > allocated && bytes < PREALLOC_GROUP_LIMIT) {
       // Grow by about the segment's size so far (16 KiB .. 4 MiB): small logs stay small, busy
-      // ones rarely pay for a size change in their sync.
+      // ones rarely pay for a size change in their sync. A large group skips it: its own bytes
+      // dominate the sync, and writing zeros beside them would double what reaches the disk.
       const grow = Math.min(MAX_PREALLOC, Math.max(MIN_PREALLOC, newTail));
       const target = Math.max(newTail, Math.min(newTail + grow, Math.max(this.#segmentBytes, newTail)));
       for (let at = newTail; at < target; at += ZEROS.length) chunks.push(ZEROS.subarray(0, Math.min(ZEROS.length, target - at)));
@@ -862,7 +870,7 @@ class Log implements SegmentedLog {
     for (const o of offsets) seg.push(o);
     seg.tableEnd = newTail;
     seg.count = seg.tableCount;
-    seg.allocated = Math.max(allocated, seg.allocated);
+    seg.allocated = Math.max(allocated, newTail, seg.allocated);
     const seq = ++this.#writeSeq;
     this.#unsyncedBytes += bytes;
     for (const op of ops) {
@@ -1534,6 +1542,11 @@ class Log implements SegmentedLog {
 
   // -------------------------------------------------------------------------------------------
   // Closing
+
+  /** Closes the cached handles of this log's segments (after a failed open). */
+  async forgetFiles(): Promise<void> {
+    for (const seg of this.#segments) await this.#fdCache.forget(this.#fs, seg.segPath);
+  }
 
   close(): Promise<void> {
     if (this.#closing === null) this.#closing = this.#close();

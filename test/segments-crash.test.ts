@@ -138,7 +138,6 @@ async function explore(name: string, steps: Step[], segmentBytes: number, t: { d
   });
   const msg = `${name}: ${result.states} crash states checked (${JSON.stringify(result.byFamily)}), ${result.points} points, ${result.elapsedMs.toFixed(0)} ms${result.truncated ? ' (capped)' : ''}`;
   t.diagnostic(msg);
-  console.log(msg);
   assert.deepEqual(result.violations.map((v) => `${v.id}: ${String(v.error)}\n${v.description}`), []);
   assert.ok(result.byFamily.torn > 0, 'torn writes were explored');
   const linear = checkAckAfterSync(m.trace, { dependsOn: (_marker, op) => !notDependedOn(op.kind, op.path) });
@@ -219,7 +218,6 @@ test('crash: concurrent appenders (group commit): every acknowledged index prese
   });
   const msg = `concurrent appends: ${result.states} crash states checked (${JSON.stringify(result.byFamily)})${result.truncated ? ' (capped)' : ''}`;
   t.diagnostic(msg);
-  console.log(msg);
   assert.deepEqual(result.violations.map((v) => `${v.id}: ${String(v.error)}\n${v.description}`), []);
 });
 
@@ -263,7 +261,6 @@ test('crash: a process killed with unsynced appends, restarted, appending and ro
   });
   const msg = `kill and restart: ${result.states} crash states checked (${JSON.stringify(result.byFamily)})${result.truncated ? ' (capped)' : ''}`;
   t.diagnostic(msg);
-  console.log(msg);
   assert.deepEqual(result.violations.map((v) => `${v.id}: ${String(v.error)}\n${v.description}`), []);
 });
 
@@ -297,7 +294,6 @@ test('crash: sync policy none with explicit syncs and rolls: every state opens, 
   });
   const msg = `sync none: ${result.states} crash states checked (${JSON.stringify(result.byFamily)})${result.truncated ? ' (capped)' : ''}`;
   t.diagnostic(msg);
-  console.log(msg);
   assert.deepEqual(result.violations.map((v) => `${v.id}: ${String(v.error)}\n${v.description}`), []);
 });
 
@@ -350,6 +346,5 @@ test('crash: a process killed between a manifest write and its sync; the next pr
   });
   const msg = `kill mid-manifest: ${result.states} crash states checked (${JSON.stringify(result.byFamily)})${result.truncated ? ' (capped)' : ''}`;
   t.diagnostic(msg);
-  console.log(msg);
   assert.deepEqual(result.violations.map((v) => `${v.id}: ${String(v.error)}\n${v.description}`), []);
 });
