@@ -79,6 +79,21 @@ export interface SegmentedLogOptions {
   maxRecordBytes?: number;
 }
 
+/**
+ * Test-only switches that plant a known durability mistake, so that the crash runner
+ * (lib/crash/workloads/segments.ts) can prove it catches each class. Never set outside tests; not
+ * exported from the package. Passed as `{ ...options, mistakes }` (not part of SegmentedLogOptions).
+ * @internal
+ */
+export interface SegmentMistakes {
+  /** `append` resolves once its records are written, before the sync that covers them. */
+  ackBeforeSync?: boolean;
+  /** A new segment file's directory entry is not synced. */
+  skipDirSync?: boolean;
+  /** Segments a change removes are unlinked before the manifest that removes them is durable. */
+  unlinkBeforeCommit?: boolean;
+}
+
 export interface SegmentedLogStats {
   /** Live segments. */
   segments: number;
@@ -311,6 +326,7 @@ export async function openSegmentedLog(dir: string, options: SegmentedLogOptions
     if (!got) throw locked(dir);
     cell = await openManifestCell(path.join(dir, MANIFEST_NAME), fs);
     const log = new Log(dir, fs, fdCache, policy, segmentBytes, maxRecordBytes, lock, cell);
+    log.mistakes = (options as { mistakes?: SegmentMistakes }).mistakes ?? {};
     try {
       await log.recover(firstIndex, created);
     } catch (err) {
@@ -334,6 +350,8 @@ class Log implements SegmentedLog {
   readonly #maxRecordBytes: number;
   readonly #lock: FileHandle;
   readonly #cell: ManifestCell;
+  /** Test-only (SegmentMistakes); empty in every real use. @internal */
+  mistakes: SegmentMistakes = {};
 
   // Physical state: what the manifest and the files say (plus written-but-unsynced records).
   #segments: Segment[] = [];
@@ -671,7 +689,7 @@ class Log implements SegmentedLog {
   async append(records: Uint8Array[]): Promise<number> {
     const { first, op } = this.#stage(records);
     if (op === null) return first;
-    if (this.#policy === 'always') {
+    if (this.#policy === 'always' && this.mistakes.ackBeforeSync !== true) {
       await op.durable.promise;
     } else {
       op.durable.promise.catch(() => undefined);
@@ -990,7 +1008,10 @@ class Log implements SegmentedLog {
     this.#syncWanted = false;
     this.#unsyncedBytes = 0;
     this.#stats.syncs++;
-    this.#syncInFlight = handle.datasync().then(
+    // (The planted ackBeforeSync also starts the sync a turn late, so that the acknowledgement
+    // really comes first: a MemoryFs call takes effect the moment it is made.)
+    const synced = this.mistakes.ackBeforeSync === true ? nextTurn().then(() => handle.datasync()) : handle.datasync();
+    this.#syncInFlight = synced.then(
       () => {
         this.#syncInFlight = null;
         if (this.#poison !== null) return;
@@ -1145,6 +1166,9 @@ class Log implements SegmentedLog {
   async #roll(): Promise<void> {
     await this.#drain();
     const old = this.#active;
+    // Nothing but zero-filled space follows the last record here: cut it before sealing, so that
+    // every byte of a sealed segment lies under a checksum (a flipped byte anywhere is detected).
+    await this.#cutToEnd(old);
     await this.#seal(old);
     const seg = await this.#createSegment(old.base + old.count);
     const next = this.#normalize([...this.#segments, seg], this.#physFirst);
@@ -1169,22 +1193,34 @@ class Log implements SegmentedLog {
     const seg = await this.#createSegment(i);
     keep.push(seg);
     const next = this.#normalize(keep, this.#physFirst);
+    await this.#plantEarlyUnlink(next);
     await this.#commit(this.#manifestOf(this.#physFirst, next));
     await this.#install(next, this.#physFirst);
+    // The truncated frames stay in the holder's file after its sealed end: reads never reach them
+    // (its index bounds the segment), and cutting them here could pull bytes from under a read
+    // that started before the truncation. `seglog verify` reports them as dead frames.
   }
 
   async #doDrop(first: number): Promise<void> {
     const newFirst = Math.min(first, this.#physEnd());
     if (newFirst <= this.#physFirst) return;
     const next = this.#normalize(this.#segments, newFirst);
+    await this.#plantEarlyUnlink(next);
     await this.#commit(this.#manifestOf(newFirst, next));
     await this.#install(next, newFirst);
   }
 
   async #doReset(n: number): Promise<void> {
     const seg = await this.#createSegment(n);
+    await this.#plantEarlyUnlink([seg]);
     await this.#commit(this.#manifestOf(n, [seg]));
     await this.#install([seg], n);
+  }
+
+  /** Test-only (SegmentMistakes.unlinkBeforeCommit): unlinks what `next` drops before the commit. */
+  async #plantEarlyUnlink(next: Segment[]): Promise<void> {
+    if (this.mistakes.unlinkBeforeCommit !== true) return;
+    for (const s of this.#segments) if (!next.includes(s)) await this.#unlinkSegment(s);
   }
 
   /** Drops leading segments that hold no record at or after `first` (the last one always stays). */
@@ -1218,6 +1254,28 @@ class Log implements SegmentedLog {
     this.#physFirst = first;
     this.#evictTables();
     await Promise.all(gone.map((s) => this.#retire(s)));
+  }
+
+  /** Cuts a segment's file to the end of its last live record and syncs the new length. */
+  async #cutToEnd(seg: Segment): Promise<void> {
+    const end = seg.frameEnd(seg.count - 1);
+    let h: FileHandle;
+    try {
+      h = await this.#fs.open(seg.segPath, 'write');
+    } catch (err) {
+      throw fromIo(err, 'open segment', seg.segPath);
+    }
+    try {
+      if ((await h.size()) > end) {
+        await h.truncate(end);
+        await h.datasync();
+      }
+    } catch (err) {
+      throw fromIo(err, 'cut segment', seg.segPath);
+    } finally {
+      await h.close().catch(() => undefined);
+    }
+    seg.allocated = Math.min(seg.allocated, end);
   }
 
   /** Seals a segment: writes its index (count = its live records) and syncs it. */
@@ -1257,7 +1315,7 @@ class Log implements SegmentedLog {
       } finally {
         await h.close();
       }
-      await this.#fs.syncDir(this.#dir);
+      if (this.mistakes.skipDirSync !== true) await this.#fs.syncDir(this.#dir);
     } catch (err) {
       throw fromIo(err, 'create segment', seg.segPath);
     }

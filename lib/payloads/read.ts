@@ -36,7 +36,6 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
   #finished = false;
   #closing: Promise<void> | null = null;
   #closedByStore = false;
-  #started = false;
 
   constructor(handle: FileHandle, header: BlobHeader, digest: string, file: string, onClose: (reader: BlobReader) => void) {
     this.#handle = handle;
@@ -48,10 +47,8 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     this.#chunks = chunkCount(header.size, header.chunkBytes);
   }
 
+  /** The stream is its own iterator: one pass only (a second `for await` sees where the first stopped). */
   [Symbol.asyncIterator](): AsyncIterableIterator<Uint8Array> {
-    // One pass only: a second `for await` over the same answer would see an exhausted stream.
-    if (this.#started) return this;
-    this.#started = true;
     return this;
   }
 

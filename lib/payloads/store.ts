@@ -138,6 +138,14 @@ export interface PayloadStoreOptions {
 
 export const DEFAULT_GRACE_MS = 10 * 60 * 1000;
 
+/** What `verify` found: payloads and their bytes that checked, refcount files, and every problem. */
+export interface PayloadVerifyReport {
+  payloads: number;
+  bytes: number;
+  refFiles: number;
+  problems: { digest: string; code: string; message: string }[];
+}
+
 // ---------------------------------------------------------------------------------------------
 // Layout
 
@@ -276,8 +284,16 @@ async function prepareLayout(fs: FileSystem, dir: string): Promise<boolean> {
   for (const sub of [BLOBS, REFS, TMP]) await fs.mkdir(path.join(dir, sub));
   await fs.syncDir(dir);
   // The store's own directory (and any parent mkdir made) is an entry of its parent: durable only
-  // after the parent's sync. Once per store lifetime, so every ancestor up to the root.
-  for (let at = dir, up = path.dirname(dir); up !== at; at = up, up = path.dirname(up)) await fs.syncDir(up);
+  // after the parent's sync. Once per store lifetime, so every ancestor up to the root (an
+  // ancestor above the parent that we may not open was not made by us: skip it).
+  for (let at = dir, up = path.dirname(dir); up !== at; at = up, up = path.dirname(up)) {
+    try {
+      await fs.syncDir(up);
+    } catch (err) {
+      const errno = errnoOf(err);
+      if (up === path.dirname(dir) || (errno !== 'EACCES' && errno !== 'EPERM')) throw err;
+    }
+  }
   const clockPath = path.join(dir, CLOCK_NAME);
   await fs.unlink(`${clockPath}.tmp`).catch(() => undefined);
   const cell = await openCell(clockPath, { fs, slotBytes: CLOCK_SLOT_BYTES });
@@ -758,6 +774,56 @@ export class FsPayloadStore implements PayloadStore {
         if (isHexName(hex) && fanoutOf(hex) === hh) yield DIGEST_PREFIX + hex;
       }
     }
+  }
+
+  /**
+   * Checks every blob (its header and length; with `deep`, every chunk's CRC and the digest) and
+   * every refcount file (and that its payload exists), without changing anything. For
+   * `seglog verify`: answers what it found instead of throwing at the first problem.
+   */
+  async verify(options: { deep?: boolean } = {}): Promise<PayloadVerifyReport> {
+    return this.#op(async () => {
+      const report: PayloadVerifyReport = { payloads: 0, bytes: 0, refFiles: 0, problems: [] };
+      const problem = (digest: string, err: unknown): void => {
+        const code = err instanceof SeglogError ? err.code : 'IO_ERROR';
+        report.problems.push({ digest, code, message: err instanceof Error ? err.message : String(err) });
+      };
+      for await (const digest of this.digests()) {
+        try {
+          const info = options.deep === true ? await this.#drain(digest) : await this.stat(digest);
+          if (info !== null) {
+            report.payloads++;
+            report.bytes += info.size;
+          }
+        } catch (err) {
+          problem(digest, err);
+        }
+      }
+      const refs = path.join(this.dir, REFS);
+      for (const hh of (await this.#readdir(refs)).sort()) {
+        if (!isFanoutName(hh)) continue;
+        for (const hex of (await this.#readdir(path.join(refs, hh), true)).sort()) {
+          if (!isHexName(hex) || fanoutOf(hex) !== hh) continue;
+          const digest = DIGEST_PREFIX + hex;
+          report.refFiles++;
+          try {
+            const holders = await this.refs(digest);
+            if (holders.length > 0 && !(await this.#exists(this.#blobPath(hex)))) {
+              problem(digest, corrupt(`payload ${digest} has holders (${holders.length}) but no bytes`, { digest }));
+            }
+          } catch (err) {
+            problem(digest, err);
+          }
+        }
+      }
+      return report;
+    });
+  }
+
+  async #drain(digest: string): Promise<PayloadInfo> {
+    let size = 0;
+    for await (const chunk of await this.get(digest)) size += chunk.length;
+    return { digest, size };
   }
 
   // --- lifecycle -----------------------------------------------------------------------------
