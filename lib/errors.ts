@@ -6,23 +6,27 @@
 // listed, with its meaning and an example, in docs/errors.md.
 
 /** Every code the package throws on purpose. Host-store codes follow the Host Store SPI. */
-export type ErrorCode =
-  | 'CORRUPT'
-  | 'IO_ERROR'
-  | 'NO_SPACE'
-  | 'POISONED'
-  | 'CLOSED'
-  | 'INVALID'
-  | 'LOCKED'
-  | 'NOT_FOUND'
-  | 'PAYLOAD_MISSING'
-  | 'TOO_LARGE'
-  | 'DIGEST_MISMATCH'
-  | 'CONFLICT'
-  | 'FENCED_OUT'
-  | 'INDETERMINATE'
-  | 'UNAVAILABLE'
-  | 'HELD';
+export const ERROR_CODES = [
+  'CORRUPT',
+  'IO_ERROR',
+  'NO_SPACE',
+  'POISONED',
+  'CLOSED',
+  'INVALID',
+  'LOCKED',
+  'NOT_FOUND',
+  'PAYLOAD_MISSING',
+  'TOO_LARGE',
+  'DIGEST_MISMATCH',
+  'CONFLICT',
+  'FENCED_OUT',
+  'INDETERMINATE',
+  'UNAVAILABLE',
+  'HELD',
+] as const;
+
+/** A stable error code; docs/errors.md documents each one. */
+export type ErrorCode = (typeof ERROR_CODES)[number];
 
 /** The base of every error seglog throws on purpose. `code` is stable across versions. */
 export class SeglogError extends Error {
