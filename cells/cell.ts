@@ -15,8 +15,8 @@
 //   (an earlier process may have died between a write and its sync).
 // - A failed write or sync poisons the cell: every later write rejects with POISONED until the
 //   cell is reopened (a failed fsync is not retryable: the kernel may have dropped the pages).
-// The layout is in ./format.ts and docs/format-cells.md; the crash argument in
-// docs/crash-safety-cells.md. The cell takes no lock: its owner (a log, a store) holds the lock of
+// The layout is in ./format.ts and docs/format.md (two-slot cell); the crash argument in
+// docs/crash-safety.md (two-slot cell). The cell takes no lock: its owner (a log, a store) holds the lock of
 // the directory it lives in.
 
 import * as path from 'node:path';

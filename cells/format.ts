@@ -3,7 +3,7 @@
 // Owns: encoding a slot, decoding a slot, and the rule that picks the live slot of a file.
 // Guarantees: pure functions over bytes (no I/O); a decoded value is returned only when its
 // magic, slot size, sequence, length and CRC32 all check, and a length read from disk is checked
-// against the slot's capacity before it drives anything. docs/format-cells.md is the prose twin.
+// against the slot's capacity before it drives anything. docs/format.md (two-slot cell) is the prose twin.
 //
 // Slot layout (little-endian), at offset `slot * slotBytes` of the file:
 //   0  u32  magic 'SGC1' (bytes 53 47 43 31)

@@ -1,4 +1,4 @@
-// cells/: the two-slot checksummed cell (see ./cell.ts for its guarantees, docs/format-cells.md
+// cells/: the two-slot checksummed cell (see ./cell.ts for its guarantees, docs/format.md (two-slot cell)
 // for its bytes). Re-exports the public part.
 
 export { openCell, cellTempPath } from './cell.js';

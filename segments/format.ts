@@ -3,7 +3,7 @@
 // Owns: the segment header, the record frame, the segment index (`.idx`) and the manifest value,
 // and the file names. Guarantees: every decoder checks every length against a bound before it
 // allocates, and answers a typed CORRUPT (naming the file and the offset) instead of trusting bad
-// bytes. The byte-by-byte layout is in docs/format-segments.md; keep the two in step.
+// bytes. The byte-by-byte layout is in docs/format.md (segmented log); keep the two in step.
 
 import { crc32 } from 'node:zlib';
 import { randomFillSync } from 'node:crypto';

@@ -1,5 +1,5 @@
 // segments/: the segmented log primitive (`openSegmentedLog`). See ./log.ts for its guarantees,
-// docs/format-segments.md for its bytes and docs/crash-safety-segments.md for the crash argument.
+// docs/format.md (segmented log) for its bytes and docs/crash-safety.md (segmented log) for the crash argument.
 // Re-exports the public part.
 
 export { openSegmentedLog, DEFAULT_SEGMENT_BYTES, DEFAULT_MAX_RECORD_BYTES } from './log.js';

@@ -2,7 +2,7 @@
 // of segment files under a manifest.
 //
 // Owns: `openSegmentedLog` and the log it returns. Guarantees (argued step by step in
-// docs/crash-safety-segments.md; the bytes are in docs/format-segments.md):
+// docs/crash-safety.md (segmented log); the bytes are in docs/format.md (segmented log)):
 // - Under the default sync policy an append resolves only after the fdatasync that covers it; a
 //   crash at any moment reopens to a contiguous prefix of the records written, holding every
 //   acknowledged one, and no torn, stale or foreign record is ever served (each frame carries its

@@ -146,7 +146,7 @@ async function explore(name: string, steps: Step[], segmentBytes: number, t: { d
 }
 
 /**
- * Operations no acknowledgement depends on, by design (docs/crash-safety-segments.md): an index
+ * Operations no acknowledgement depends on, by design (docs/crash-safety.md (segmented log)): an index
  * file is derived data (a missing or torn one is rebuilt), the unlink of a segment the manifest no
  * longer names is garbage collection (a file that comes back is deleted again at open), and the
  * LOCK file holds no data.
