@@ -19,6 +19,18 @@ const commands: Record<string, Command> = {
     summary: 'benchmarks: `seglog bench fsync|segments [--quick] [--json]`',
     run: async (argv) => (await import('../bench/cli.js')).runBenchCommand(argv),
   },
+  crash: {
+    summary: 'crash-injection runner: `seglog crash [workload...] [--seed N] [--json] [--replay R]`',
+    run: async (argv) => (await import('../lib/tools/crash-cli.js')).runCrashCommand(argv),
+  },
+  verify: {
+    summary: 'check a data directory offline, without writing: `seglog verify <dir> [--json]`',
+    run: async (argv) => (await import('../lib/tools/verify.js')).runVerifyCommand(argv),
+  },
+  inspect: {
+    summary: 'a readable dump of a data directory: `seglog inspect <dir> [--records N] [--json]`',
+    run: async (argv) => (await import('../lib/tools/inspect.js')).runInspectCommand(argv),
+  },
 };
 
 function usage(): string {

@@ -10,8 +10,9 @@
 //   4  u32  slotBytes the file was created with
 //   8  u64  sequence number (>= 1; a write takes the live sequence + 1)
 //  16  u32  value length (<= slotBytes - 24)
-//  20  u32  CRC32 of bytes [0, 20) followed by the value bytes
-//  24  ...  value; the rest of the slot is ignored (zeros or an older, longer value)
+//  20  u32  CRC32 of bytes [0, 20) followed by bytes [24, slotBytes): the value and the zeros
+//           after it, so that every byte of a slot lies under its checksum
+//  24  ...  value, then zeros to the end of the slot
 
 import { crc32 } from 'node:zlib';
 import { corrupt } from '../lib/errors.js';
@@ -29,16 +30,16 @@ export function cellValueCapacity(slotBytes: number = DEFAULT_SLOT_BYTES): numbe
   return slotBytes - SLOT_HEADER_BYTES;
 }
 
-/** The bytes of one slot (header + value, not padded to the slot size). */
+/** The bytes of one whole slot: header, value, zeros to `slotBytes`. */
 export function encodeSlot(slotBytes: number, sequence: number, value: Uint8Array): Uint8Array {
-  const out = new Uint8Array(SLOT_HEADER_BYTES + value.length);
+  const out = new Uint8Array(slotBytes);
   const view = new DataView(out.buffer);
   view.setUint32(0, CELL_MAGIC, true);
   view.setUint32(4, slotBytes, true);
   view.setBigUint64(8, BigInt(sequence), true);
   view.setUint32(16, value.length, true);
   out.set(value, SLOT_HEADER_BYTES);
-  const crc = crc32(value, crc32(out.subarray(0, 20)));
+  const crc = crc32(out.subarray(SLOT_HEADER_BYTES), crc32(out.subarray(0, 20)));
   view.setUint32(20, crc, true);
   return out;
 }
@@ -65,7 +66,7 @@ export function decodeSlot(file: Uint8Array, offset: number, slotBytes: number):
   const length = view.getUint32(16, true);
   if (length > slotBytes - SLOT_HEADER_BYTES) return { valid: false, reason: `length ${length} beyond the slot` };
   const value = slot.subarray(SLOT_HEADER_BYTES, SLOT_HEADER_BYTES + length);
-  const crc = crc32(value, crc32(slot.subarray(0, 20)));
+  const crc = crc32(slot.subarray(SLOT_HEADER_BYTES), crc32(slot.subarray(0, 20)));
   if (crc !== view.getUint32(20, true)) return { valid: false, reason: 'checksum mismatch' };
   const sequence = view.getBigUint64(8, true);
   if (sequence < 1n || sequence > BigInt(Number.MAX_SAFE_INTEGER)) {

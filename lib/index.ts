@@ -44,3 +44,10 @@ export * from './raft/index.js';
 // --- payloads (owner: payloads) ---
 export { openPayloadStore, FsPayloadStore, DEFAULT_GRACE_MS, isPayloadDigest, MAX_HOLDER_BYTES, MAX_HOLDERS, PAYLOAD_DEFAULT_CHUNK_BYTES } from './payloads/index.js';
 export type { PayloadStore, PayloadStoreOptions, PayloadInfo, PayloadBody, PutOptions, GarbageReport, PayloadVerifyReport } from './payloads/index.js';
+
+// --- tools: the crash-injection runner, verify, inspect (owner: tools) ---
+export { runCrashWorkloads, runCrashWorkload, replayCrashReproducer, formatReproducer, parseReproducer, WORKLOADS, workloadNames, loadWorkload, StepHistory } from './crash/index.js';
+export type { CrashRunOptions, CrashProgress, CrashRunReport, WorkloadReport, CrashViolationReport, Reproducer, ReplayReport, CrashWorkload, WorkloadContext, WorkloadRun } from './crash/index.js';
+export { verifyDataDirectory, formatVerifyReport, verifyExitCode, STORE_CHECKERS } from './tools/verify.js';
+export type { VerifyOptions, VerifyReport, Finding, UncheckedRange, StoreChecker } from './tools/verify.js';
+export { inspectDataDirectory, formatInspectReport } from './tools/inspect.js';

@@ -214,17 +214,16 @@ test('corruption: flipping any byte of either slot gives the other slot value, n
   let checked = 0;
   for (const slotBytes of [128, 4096]) {
     const file = await cellFile(slotBytes, ['older value', 'newest value!']);
-    // slot 0: 'older value' (sequence 1); slot 1: 'newest value!' (sequence 2, live).
-    const liveEnd = slotBytes + 24 + 'newest value!'.length;
-    checked += await flipEveryByte(file, slotBytes, (offset) =>
-      offset >= slotBytes && offset < liveEnd ? 'older value' : 'newest value!',
-    );
+    // slot 0: 'older value' (sequence 1); slot 1: 'newest value!' (sequence 2, live). Every byte
+    // of a slot, the zeros after its value included, lies under its checksum.
+    checked += await flipEveryByte(file, slotBytes, (offset) => (offset >= slotBytes ? 'older value' : 'newest value!'));
   }
   assert.equal(checked, 2 * (128 + 4096));
 });
 
 test('corruption: with one written slot, a flipped byte in it is CORRUPT, never null', async () => {
   const file = await cellFile(256, ['only value']);
-  const usedEnd = 24 + 'only value'.length;
-  await flipEveryByte(file, 256, (offset) => (offset < usedEnd ? 'error' : 'only value'));
+  // Slot 0 holds the value (every byte checked); slot 1 was never written: damage there leaves it
+  // invalid and slot 0 live.
+  await flipEveryByte(file, 256, (offset) => (offset < 256 ? 'error' : 'only value'));
 });

@@ -8,16 +8,21 @@
 //   torn     — every unsynced operation kept, one write landed only in its first sectors, with or
 //              without the file size already extended over the missing ones (atomicity bugs);
 //   subset   — every subset of the unsynced operations (when there are at most `exhaustiveLimit`);
-//   random   — seeded random subsets, some with a torn write (when there are more).
+//   random   — seeded random subsets, some with a torn write (when there are more);
+//   torn-subset — with `tornSubsets`: every subset crossed with every tear of one write (the
+//              exhaustive mode of `seglog crash --exhaustive`).
 // Guarantees: deterministic for a given trace, options and seed; each state has a stable id
 // (crash point, operations dropped or kept, the torn write) from which `replayCrashState`
 // rebuilds exactly that disk; a state already checked with the same acknowledgements is not
-// checked twice; at most `maxStates` states are checked (the result says when the cap cut it).
+// checked twice; at most `maxStates` states are checked (the result says when the cap cut it);
+// `select` lets a caller check a chosen subset of the distinct states, by their ordinal in the
+// (deterministic) enumeration order, so that a sample can spread over the whole run instead of
+// stopping at its first N states.
 
 import type { DiskImage, TraceEntry } from '../fs/memory.js';
 import { ReplayModel, isFileUnit, sectorsOf, type FileUnit, type Tear, type Unit } from './model.js';
 
-export type CrashFamily = 'durable' | 'all' | 'omit-one' | 'torn' | 'subset' | 'random';
+export type CrashFamily = 'durable' | 'all' | 'omit-one' | 'torn' | 'subset' | 'random' | 'torn-subset';
 
 /** An unsynced operation, as a state reports it. */
 export interface CrashUnit {
@@ -93,6 +98,17 @@ export interface ExploreOptions {
   tornWrites?: boolean;
   /** Stop after this many violations (default 10). */
   maxViolations?: number;
+  /**
+   * Which distinct states to check, by ordinal (0, 1, ... in enumeration order, duplicates not
+   * counted); the others are enumerated but neither built nor checked. Default: every one.
+   * `() => false` counts the states of a run cheaply (`candidates` in the result).
+   */
+  select?: (ordinal: number) => boolean;
+  /**
+   * Where every subset is enumerated (at most `exhaustiveLimit` unsynced operations), also cross
+   * each subset with each tear of one write (family 'torn-subset'). Default false.
+   */
+  tornSubsets?: boolean;
   /** Called after each crash point with the progress so far. */
   onProgress?: (progress: { point: number; points: number; states: number }) => void;
 }
@@ -100,6 +116,8 @@ export interface ExploreOptions {
 export interface ExploreResult {
   /** States checked. */
   readonly states: number;
+  /** Distinct states enumerated (checked or left out by `select`) until the exploration stopped. */
+  readonly candidates: number;
   /** Crash points visited. */
   readonly points: number;
   /** Candidate states skipped because an identical one (same acknowledgements) was checked. */
@@ -284,7 +302,10 @@ export async function exploreCrashStates(options: ExploreOptions): Promise<Explo
   const model = new ReplayModel(options.initial, trace);
   const points = crashPoints(trace, options.points ?? 'every-op');
   const seen = new Set<string>();
-  const byFamily: Record<CrashFamily, number> = { durable: 0, all: 0, 'omit-one': 0, torn: 0, subset: 0, random: 0 };
+  const byFamily: Record<CrashFamily, number> = { durable: 0, all: 0, 'omit-one': 0, torn: 0, subset: 0, random: 0, 'torn-subset': 0 };
+  const select = options.select;
+  const tornSubsets = options.tornSubsets ?? false;
+  let candidates = 0;
   const violations: CrashViolation[] = [];
   let states = 0;
   let duplicates = 0;
@@ -307,6 +328,8 @@ export async function exploreCrashStates(options: ExploreOptions): Promise<Explo
       return false;
     }
     seen.add(key);
+    const ordinal = candidates++;
+    if (select !== undefined && !select(ordinal)) return true;
     const state = new State(model, trace, family, units, kept, tear);
     states++;
     byFamily[family]++;
@@ -354,6 +377,15 @@ export async function exploreCrashStates(options: ExploreOptions): Promise<Explo
             if (Math.floor(mask / 2 ** i) % 2 === 1) kept.add(u);
           });
           if (!(await consider('subset', units, kept))) return false;
+          if (tornSubsets && tornWrites) {
+            // The torn write is one of the mask's units: it landed in part, the rest of the mask whole.
+            for (const u of kept) {
+              if (u.kind !== 'write') continue;
+              const rest = new Set(kept);
+              rest.delete(u);
+              for (const tear of tearsOf(u)) if (!(await consider('torn-subset', units, rest, tear))) return false;
+            }
+          }
         }
       }
     } else {
@@ -383,6 +415,7 @@ export async function exploreCrashStates(options: ExploreOptions): Promise<Explo
   if (truncated) exhaustive = false;
   return {
     states,
+    candidates,
     points: visited,
     duplicates,
     byFamily,

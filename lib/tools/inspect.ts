@@ -1,0 +1,124 @@
+// `seglog inspect <dir>`: a readable dump of what a data directory holds.
+//
+// Owns: `inspectDataDirectory` and `runInspectCommand`. It walks the directory with the same
+// read-only checkers as `seglog verify` (so it never writes and never opens a store) and prints
+// what each one described: cells (slot size, live slot, sequence, value), segmented logs (first and
+// end index, generation, each segment with its records, bytes and index), payload stores
+// (payloads, sizes, holders), Raft groups and snapshots, host-store scopes when their checker
+// lands; then a one-line verdict from verify's findings.
+
+import * as path from 'node:path';
+import type { FileSystem } from '../fs/types.js';
+import { verifyDataDirectory, verifyExitCode, type VerifyReport } from './verify.js';
+import type { Described } from './verify/context.js';
+
+export interface InspectOptions {
+  fs?: FileSystem;
+  /** Records of each log to show (default 5). */
+  records?: number;
+}
+
+export async function inspectDataDirectory(dir: string, options: InspectOptions = {}): Promise<VerifyReport> {
+  return verifyDataDirectory(dir, { ...(options.fs === undefined ? {} : { fs: options.fs }), recordPreview: options.records ?? 5 });
+}
+
+function rel(root: string, p: string): string {
+  const r = path.relative(root, p);
+  return r === '' ? '.' : r;
+}
+
+function line(root: string, d: Described): string[] {
+  const at = rel(root, d.path);
+  const v = d as Record<string, unknown>;
+  switch (d.kind) {
+    case 'cell': {
+      if (v['live'] === null || v['live'] === undefined) return [`${at}: ${String(v['role'])}, ${String(v['slotBytes'] ?? '?')}-byte slots, no readable value (${JSON.stringify(v['slots'] ?? v['state'])})`];
+      return [
+        `${at}: ${String(v['role'])}, ${String(v['slotBytes'])}-byte slots, live slot ${String(v['live'])}, sequence ${String(v['sequence'])}, ` +
+          `${String(v['valueBytes'])} byte(s): ${String(v['value'])}`,
+      ];
+    }
+    case 'log': {
+      if (v['state'] === 'no manifest') return [`${at}/: ${String(v['role'])} without a manifest (never committed)`];
+      const segments = (v['segments'] as Record<string, unknown>[] | undefined) ?? [];
+      const out = [
+        `${at}/: ${String(v['role'])} [${String(v['firstIndex'])}, ${String(v['endIndex'])}) — ${Number(v['endIndex']) - Number(v['firstIndex'])} record(s), ` +
+          `manifest generation ${String(v['generation'])}, ${segments.length} segment(s)`,
+      ];
+      for (const s of segments) {
+        out.push(
+          `    ${String(s['name'])}.seg  ${String(s['state']).padEnd(6)}  base ${String(s['base'])}, ${String(s['records'])} record(s), ${String(s['bytes'])} bytes` +
+            `${Number(s['zeroBytes']) > 0 ? ` (${String(s['zeroBytes'])} zero-filled)` : ''}${Number(s['deadFrames']) > 0 ? `, ${String(s['deadFrames'])} dead` : ''}; index: ${String(s['index'])}`,
+        );
+      }
+      for (const r of (v['records'] as string[] | undefined) ?? []) out.push(`    record ${r}`);
+      return out;
+    }
+    case 'payloads': {
+      const payloads = (v['payloads'] as { digest: string; size: number; holders: number }[] | undefined) ?? [];
+      const out = [`${at}/: payload store, store time ${String(v['storeTimeMs'])} ms, ${payloads.length} payload(s)`];
+      for (const p of payloads.slice(0, 50)) out.push(`    ${p.digest}  ${p.size} bytes, ${p.holders} holder(s)`);
+      if (payloads.length > 50) out.push(`    … ${payloads.length - 50} more`);
+      return out;
+    }
+    case 'raft-group':
+      return [
+        `${at}/: Raft group ${JSON.stringify(v['id'])}, vote ${JSON.stringify(v['vote'])}, committed ${JSON.stringify(v['committed'])}, purged ${JSON.stringify(v['purged'])}, ` +
+          `${String(v['entries'])} entries, ${String(v['payloadsNamed'])} payload(s) named`,
+      ];
+    case 'raft-snapshot':
+      return [`${at}: Raft snapshot ${String(v['snapshotId'])} of plugin ${String(v['plugin'])}, last log id ${JSON.stringify(v['lastLogId'])}, ${String(v['stateBytes'])} state bytes`];
+    default:
+      return [`${at}: ${d.kind} ${JSON.stringify(d)}`];
+  }
+}
+
+export function formatInspectReport(report: VerifyReport): string {
+  const lines = [`seglog inspect ${report.dir}`];
+  // Group by directory order: sort by path, a log's manifest cell right after the log line.
+  const items = [...report.described].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+  for (const d of items) lines.push(...line(report.dir, d));
+  for (const u of report.unknown) lines.push(`${rel(report.dir, u)}: unknown format (not inspected)`);
+  lines.push(
+    report.clean
+      ? 'verify: clean'
+      : `verify: ${report.errors} error(s), ${report.warnings} warning(s) — run \`seglog verify ${report.dir}\` for them`,
+  );
+  return lines.join('\n');
+}
+
+const USAGE = `usage: seglog inspect <dir> [--records N] [--json]
+
+Prints what a data directory holds (cells, logs and their segments, payloads, Raft groups),
+reading only. --records N shows the first N records of each log (default 5).`;
+
+export async function runInspectCommand(argv: string[]): Promise<number> {
+  let dir: string | null = null;
+  let json = false;
+  let records = 5;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--json') json = true;
+    else if (a === '--records') {
+      const n = Number(argv[++i]);
+      if (!Number.isSafeInteger(n) || n < 0) {
+        console.error(`seglog inspect: --records takes a non-negative integer\n\n${USAGE}`);
+        return 2;
+      }
+      records = n;
+    } else if (a === '-h' || a === '--help') {
+      console.log(USAGE);
+      return 0;
+    } else if (a.startsWith('-') || dir !== null) {
+      console.error(`seglog inspect: unexpected argument '${a}'\n\n${USAGE}`);
+      return 2;
+    } else dir = a;
+  }
+  if (dir === null) {
+    console.error(USAGE);
+    return 2;
+  }
+  const report = await inspectDataDirectory(dir, { records });
+  console.log(json ? JSON.stringify(report.described, null, 2) : formatInspectReport(report));
+  return verifyExitCode(report) === 1 ? 1 : 0;
+}
