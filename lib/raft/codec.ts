@@ -100,6 +100,11 @@ export class ByteWriter {
     return this;
   }
 
+  /** The bytes written so far, as a view (valid until the next write). */
+  view(): Uint8Array {
+    return this.buf.subarray(0, this.len);
+  }
+
   /** The bytes written so far (a copy trimmed to size). */
   finish(): Uint8Array {
     return copyBytes(this.buf, 0, this.len);
@@ -269,20 +274,40 @@ function readDigest(r: ByteReader): string {
 
 /** Encodes a validated entry. */
 export function encodeEntry(e: Entry): Uint8Array {
+  return encodeEntryWith(e, freshBytes);
+}
+
+function freshBytes(length: number): Uint8Array {
+  return new Uint8Array(length);
+}
+
+/**
+ * Encodes a validated entry; `alloc` supplies the buffer of a normal entry's record (exactly its
+ * size): the log store passes a recycling pool for large records.
+ */
+export function encodeEntryWith(e: Entry, alloc: (length: number) => Uint8Array): Uint8Array {
   const p = e.payload;
-  const w = new ByteWriter(p.type === 'normal' ? p.data.length + 32 + (p.payloads?.length ?? 0) * DIGEST_BYTES : 64);
+  const w = new ByteWriter(64);
   switch (p.type) {
     case 'blank':
       w.u8(TAG_BLANK);
       writeLogId(w, e.logId);
       break;
-    case 'normal':
-      w.u8(TAG_NORMAL);
-      writeLogId(w, e.logId);
-      w.varint(p.payloads?.length ?? 0);
-      for (const d of p.payloads ?? []) writeDigest(w, d);
-      w.varint(p.data.length).bytes(p.data);
-      break;
+    case 'normal': {
+      // The header is built apart and the data copied once, straight into the answer: entries
+      // may be megabytes, and this is the append path.
+      const h = new ByteWriter(32 + (p.payloads?.length ?? 0) * DIGEST_BYTES);
+      h.u8(TAG_NORMAL);
+      writeLogId(h, e.logId);
+      h.varint(p.payloads?.length ?? 0);
+      for (const d of p.payloads ?? []) writeDigest(h, d);
+      h.varint(p.data.length);
+      const head = h.view();
+      const out = alloc(head.length + p.data.length);
+      out.set(head, 0);
+      out.set(p.data, head.length);
+      return out;
+    }
     case 'membership':
       w.u8(TAG_MEMBERSHIP);
       writeLogId(w, e.logId);
@@ -329,6 +354,23 @@ export function decodeEntryLogId(bytes: Uint8Array): LogId {
   const tag = r.u8();
   if (tag !== TAG_BLANK && tag !== TAG_NORMAL && tag !== TAG_MEMBERSHIP) r.fail(`unknown entry tag ${tag}`);
   return readLogId(r);
+}
+
+/**
+ * Reads only the log id and the payload digests of an encoded entry (cheap: recovery's payload
+ * check and reference rebuilds read every live record). CORRUPT on a malformed prefix.
+ */
+export function decodeEntryNames(bytes: Uint8Array): { logId: LogId; digests: string[] } {
+  const r = new ByteReader(bytes, 'raft entry');
+  const tag = r.u8();
+  if (tag !== TAG_BLANK && tag !== TAG_NORMAL && tag !== TAG_MEMBERSHIP) r.fail(`unknown entry tag ${tag}`);
+  const logId = readLogId(r);
+  const digests: string[] = [];
+  if (tag === TAG_NORMAL) {
+    const digestCount = r.count(DIGEST_BYTES);
+    for (let i = 0; i < digestCount; i++) digests.push(readDigest(r));
+  }
+  return { logId, digests };
 }
 
 function readVersion(r: ByteReader): void {

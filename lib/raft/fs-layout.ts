@@ -1,0 +1,184 @@
+// Raft node layout: the names of every file and directory of a node on disk, and the few small
+// helpers the node and its groups share to create, identify and remove them.
+//
+// Owns: the node's directory layout (documented in docs/raft-store.md, "Layout"), the encoding of
+// a group's GROUP file (the group id, checksummed), the mapping from a group id to its directory
+// name (a SHA-256, so that a group id never becomes a path as is), the snapshot file names, and a
+// recursive removal through the FileSystem interface. Guarantees: a group directory's name is a
+// function of its id alone; a GROUP file that does not decode to exactly the id its directory
+// name hashes is CORRUPT; nothing here holds more than one small file in memory.
+
+import { createHash } from 'node:crypto';
+import * as path from 'node:path';
+import { crc32 } from 'node:zlib';
+
+import { corrupt, fromIo, invalid } from '../errors.js';
+import type { FileHandle, FileSystem } from '../fs/types.js';
+import { isWellFormed } from './types.js';
+
+/** The node's lock file (try-locked for the node's lifetime). */
+export const NODE_LOCK = 'LOCK';
+/** The node's payload store directory. */
+export const PAYLOADS_DIR = 'payloads';
+/** The directory holding one directory per group. */
+export const GROUPS_DIR = 'groups';
+/** A group directory being created: renamed into place when complete, removed at open otherwise. */
+export const GROUP_TEMP_PREFIX = 'tmp-';
+
+/** Inside a group directory. */
+export const GROUP_FILE = 'GROUP';
+export const VOTE_CELL = 'vote.cell';
+export const COMMITTED_CELL = 'committed.cell';
+export const PURGED_CELL = 'purged.cell';
+export const LOG_DIR = 'log';
+export const SM_DIR = 'sm';
+export const JOURNAL_DIR = 'journal';
+export const SNAPSHOTS_DIR = 'snapshots';
+
+/** The largest group id, in UTF-8 bytes. */
+export const MAX_GROUP_ID_BYTES = 512;
+
+const GROUP_MAGIC = Buffer.from('SGLGROUP', 'latin1');
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Throws INVALID unless `id` is a group id: 1..512 UTF-8 bytes of well-formed text. */
+export function validateGroupId(id: unknown): asserts id is string {
+  if (typeof id !== 'string' || id.length === 0) throw invalid('a group id must be a non-empty string');
+  if (!isWellFormed(id)) throw invalid('a group id must be well-formed UTF-16 (no lone surrogate)');
+  if (Buffer.byteLength(id, 'utf8') > MAX_GROUP_ID_BYTES) throw invalid(`a group id is at most ${MAX_GROUP_ID_BYTES} UTF-8 bytes`);
+}
+
+/** The directory name of a group: the SHA-256 of its id's UTF-8 bytes, 64 lowercase hex digits. */
+export function groupDirName(id: string): string {
+  return createHash('sha256').update(id, 'utf8').digest('hex');
+}
+
+/** True for a name `groupDirName` can answer. */
+export function isGroupDirName(name: string): boolean {
+  return /^[0-9a-f]{64}$/.test(name);
+}
+
+/** GROUP file bytes: magic "SGLGROUP", u32 LE length, the id's UTF-8, u32 LE CRC-32 of all before. */
+export function encodeGroupFile(id: string): Uint8Array {
+  const body = Buffer.from(id, 'utf8');
+  const out = Buffer.alloc(GROUP_MAGIC.length + 4 + body.length + 4);
+  GROUP_MAGIC.copy(out, 0);
+  out.writeUInt32LE(body.length, GROUP_MAGIC.length);
+  body.copy(out, GROUP_MAGIC.length + 4);
+  out.writeUInt32LE(crc32(out.subarray(0, out.length - 4)), out.length - 4);
+  return out;
+}
+
+/** Reads and checks the GROUP file of the group directory `dir`; answers the group id. */
+export async function readGroupFile(fs: FileSystem, dir: string): Promise<string> {
+  const file = path.join(dir, GROUP_FILE);
+  let h: FileHandle;
+  try {
+    h = await fs.open(file, 'read');
+  } catch (err) {
+    if ((err as { code?: unknown }).code === 'ENOENT') throw corrupt(`group directory ${dir} has no ${GROUP_FILE} file`, { path: dir });
+    throw fromIo(err, 'open', file);
+  }
+  try {
+    const size = await h.size();
+    const max = GROUP_MAGIC.length + 8 + MAX_GROUP_ID_BYTES;
+    if (size < GROUP_MAGIC.length + 8 || size > max) throw corrupt(`${file} is ${size} bytes: not a group file`, { path: file });
+    const b = Buffer.alloc(size);
+    const n = await h.read(b, 0);
+    if (n !== size) throw corrupt(`${file} ends early`, { path: file });
+    if (!b.subarray(0, GROUP_MAGIC.length).equals(GROUP_MAGIC)) throw corrupt(`${file} has a wrong magic number`, { path: file });
+    const len = b.readUInt32LE(GROUP_MAGIC.length);
+    if (GROUP_MAGIC.length + 4 + len + 4 !== size) throw corrupt(`${file}: length ${len} does not match its size`, { path: file });
+    if (b.readUInt32LE(size - 4) !== crc32(b.subarray(0, size - 4))) throw corrupt(`${file} fails its checksum`, { path: file });
+    let id: string;
+    try {
+      id = utf8.decode(b.subarray(GROUP_MAGIC.length + 4, size - 4));
+    } catch {
+      throw corrupt(`${file}: the group id is not UTF-8`, { path: file });
+    }
+    if (groupDirName(id) !== path.basename(dir)) {
+      throw corrupt(`${file} names group ${JSON.stringify(id)}, whose directory is not ${path.basename(dir)}`, { path: file });
+    }
+    return id;
+  } catch (err) {
+    throw fromIo(err, 'read', file);
+  } finally {
+    await h.close().catch(() => undefined);
+  }
+}
+
+/** Writes a small file completely and makes its bytes durable (its name is the caller's business). */
+export async function writeFileDurably(fs: FileSystem, file: string, bytes: Uint8Array): Promise<void> {
+  let h: FileHandle;
+  try {
+    h = await fs.open(file, 'create-exclusive');
+  } catch (err) {
+    throw fromIo(err, 'create', file);
+  }
+  try {
+    await h.write(bytes, 0);
+    await h.datasync();
+  } catch (err) {
+    throw fromIo(err, 'write', file);
+  } finally {
+    await h.close().catch(() => undefined);
+  }
+}
+
+/**
+ * Removes a directory and everything under it, through the FileSystem interface (no directory
+ * sync: callers remove only what no durable state refers to). Missing entries are fine.
+ */
+export async function removeTree(fs: FileSystem, target: string): Promise<void> {
+  const st = await fs.stat(target).catch((err: unknown) => {
+    throw fromIo(err, 'stat', target);
+  });
+  if (st === null) return;
+  if (!st.isDirectory) {
+    await fs.unlink(target).catch((err: unknown) => {
+      if ((err as { code?: unknown }).code !== 'ENOENT') throw fromIo(err, 'remove', target);
+    });
+    return;
+  }
+  let names: string[];
+  try {
+    names = await fs.readdir(target);
+  } catch (err) {
+    throw fromIo(err, 'list', target);
+  }
+  for (const name of names) await removeTree(fs, path.join(target, name));
+  await fs.rmdir(target).catch((err: unknown) => {
+    if ((err as { code?: unknown }).code !== 'ENOENT') throw fromIo(err, 'remove directory', target);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Snapshot files: `snap-<seq>.snap` (current = highest seq), `tmp-<seq>-<random>.part` while
+// being built or received. `seq` is 16 lowercase hex digits, so names sort by sequence.
+
+const SNAP_RE = /^snap-([0-9a-f]{16})\.snap$/;
+const TEMP_RE = /^tmp-([0-9a-f]{16})-[0-9a-f]{16}\.part$/;
+
+export function snapshotFileName(seq: number): string {
+  return `snap-${seq.toString(16).padStart(16, '0')}.snap`;
+}
+
+export function snapshotTempName(seq: number, random: string): string {
+  return `tmp-${seq.toString(16).padStart(16, '0')}-${random}.part`;
+}
+
+/** The sequence number of a snapshot file name, or null for any other name. */
+export function parseSnapshotFileName(name: string): number | null {
+  const m = SNAP_RE.exec(name);
+  if (m === null) return null;
+  const seq = Number.parseInt(m[1] as string, 16);
+  return Number.isSafeInteger(seq) ? seq : null;
+}
+
+/** The sequence number of a temporary snapshot file name, or null. */
+export function parseSnapshotTempName(name: string): number | null {
+  const m = TEMP_RE.exec(name);
+  if (m === null) return null;
+  const seq = Number.parseInt(m[1] as string, 16);
+  return Number.isSafeInteger(seq) ? seq : null;
+}
