@@ -39,11 +39,15 @@ commands:
   segments   the issue-2 benchmark: durable appends (256 B x1/x16/x256, 1 MiB) against raw
              write+fdatasync in the same run, and the open time of a 1 GiB log
   all        fsync and segments in one report (what docs/benchmarks.md holds)
+  stores     issues 3, 4, 5: the host store, the Raft log and the payload store beside better-sqlite3
+             and lmdb (installed on demand: npm run bench:peers) and the raw floors, in one run;
+             realm and log opens, resident memory
   schema     print the JSON Schema of a report
   aa         a check of the method: two identical variants (true ratio 1) measured by this
              harness (paired rounds) and by tinybench (sequential tasks); prints the spread
   render     re-render a saved JSON report: --in report.json [--out report.md] [--svg chart.svg]
-             [--into doc.md: replace everything after the doc's report marker line]
+             [--into doc.md: replace everything after the doc's report marker line; a stores
+             report replaces what lies between the doc's two stores markers]
 
 options:
   --dir D        measure the filesystem under D (default: the current directory)
@@ -52,7 +56,10 @@ options:
   --out FILE     also write the Markdown report to FILE
   --svg FILE     write the latency-against-throughput chart (SVG) to FILE
   --rounds N     measured rounds per section (default 5, at least 5)
-  --log-bytes N  size of the log whose open time is measured (default 1 GiB; quick: 64 MiB)`;
+  --log-bytes N  size of the log whose open time is measured (default 1 GiB; quick: 64 MiB;
+                 stores, the Raft log opened cold: quick 32 MiB)
+  --scopes N     stores: scopes in the realm whose open is measured (default 10000; quick: 1000)
+  --payload-bytes N  stores: the large payload whose memory is watched (default 1 GiB; quick: 32 MiB)`;
 
 interface Options {
   dir: string;
@@ -64,6 +71,8 @@ interface Options {
   logBytes: number | undefined;
   input: string | undefined;
   into: string | undefined;
+  scopes: number | undefined;
+  payloadBytes: number | undefined;
 }
 
 class UsageError extends Error {}
@@ -82,6 +91,8 @@ function parse(argv: string[]): { command: string; options: Options } {
       'log-bytes': { type: 'string' },
       in: { type: 'string' },
       into: { type: 'string' },
+      scopes: { type: 'string' },
+      'payload-bytes': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -91,6 +102,10 @@ function parse(argv: string[]): { command: string; options: Options } {
   if (!Number.isInteger(rounds) || rounds < 5) throw new UsageError('--rounds must be an integer >= 5');
   const logBytes = values['log-bytes'] === undefined ? undefined : Number(values['log-bytes']);
   if (logBytes !== undefined && !(Number.isInteger(logBytes) && logBytes >= MIB)) throw new UsageError('--log-bytes must be an integer >= 1048576');
+  const scopes = values.scopes === undefined ? undefined : Number(values.scopes);
+  if (scopes !== undefined && !(Number.isInteger(scopes) && scopes >= 1)) throw new UsageError('--scopes must be an integer >= 1');
+  const payloadBytes = values['payload-bytes'] === undefined ? undefined : Number(values['payload-bytes']);
+  if (payloadBytes !== undefined && !(Number.isInteger(payloadBytes) && payloadBytes >= MIB)) throw new UsageError('--payload-bytes must be an integer >= 1048576');
   return {
     command: positionals[0] as string,
     options: {
@@ -103,12 +118,26 @@ function parse(argv: string[]): { command: string; options: Options } {
       logBytes,
       input: values.in,
       into: values.into,
+      scopes,
+      payloadBytes,
     },
   };
 }
 
 function defaults(): Options {
-  return { dir: process.cwd(), quick: false, json: false, out: undefined, svg: undefined, rounds: 5, logBytes: undefined, input: undefined, into: undefined };
+  return {
+    dir: process.cwd(),
+    quick: false,
+    json: false,
+    out: undefined,
+    svg: undefined,
+    rounds: 5,
+    logBytes: undefined,
+    input: undefined,
+    into: undefined,
+    scopes: undefined,
+    payloadBytes: undefined,
+  };
 }
 
 /** Run parameters of the full and the quick mode. */
@@ -320,17 +349,32 @@ export function renderEmbedded(report: BenchReport, chart: string | undefined): 
   return renderMarkdown(report, chart === undefined ? {} : { chart }).replace(/^(#+) /gm, '$1# ');
 }
 
-/** Replaces what follows REPORT_MARKER in `file` with the rendered report (and writes the chart). */
+/** The lines between which `render --into` writes a `seglog bench stores` report. */
+export const STORES_BEGIN = '<!-- seglog bench stores: the generated report begins here -->';
+export const STORES_END = '<!-- seglog bench stores: the generated report ends here -->';
+
+/**
+ * Writes the rendered report into `file` (and the chart to `svg`): a `bench stores` report
+ * between STORES_BEGIN and STORES_END; any other report in place of what follows REPORT_MARKER.
+ */
 export async function spliceInto(file: string, report: BenchReport, chart: string | null, svg: string | undefined): Promise<void> {
   const { readFile } = await import('node:fs/promises');
   const text = await readFile(file, 'utf8');
-  const at = text.indexOf(REPORT_MARKER);
-  if (at < 0) throw new Error(`${file} has no line ${REPORT_MARKER}`);
+  const stores = /^seglog bench stores\b/.test(report.command);
   let chartRef: string | undefined;
   if (svg !== undefined && chart !== null) {
     await writeFile(svg, chart);
     chartRef = path.relative(path.dirname(path.resolve(file)), path.resolve(svg));
   }
+  if (stores) {
+    const begin = text.indexOf(STORES_BEGIN);
+    const end = text.indexOf(STORES_END);
+    if (begin < 0 || end < begin) throw new Error(`${file} has no line ${STORES_BEGIN} followed by ${STORES_END}`);
+    await writeFile(file, `${text.slice(0, begin + STORES_BEGIN.length)}\n\n${renderEmbedded(report, chartRef)}\n${text.slice(end)}`);
+    return;
+  }
+  const at = text.indexOf(REPORT_MARKER);
+  if (at < 0) throw new Error(`${file} has no line ${REPORT_MARKER}`);
   await writeFile(file, `${text.slice(0, at + REPORT_MARKER.length)}\n\n${renderEmbedded(report, chartRef)}`);
 }
 
@@ -397,6 +441,19 @@ export async function runBenchCommand(argv: string[]): Promise<number> {
       } finally {
         await rm(root, { recursive: true, force: true });
       }
+      return 0;
+    }
+    case 'stores': {
+      const { runStoresReport } = await import('./stores/command.js');
+      const report = await runStoresReport({
+        dir: options.dir,
+        quick: options.quick,
+        rounds: options.rounds,
+        logBytes: options.logBytes,
+        scopes: options.scopes,
+        payloadBytes: options.payloadBytes,
+      });
+      await emit(report, null, options);
       return 0;
     }
     case 'fsync':

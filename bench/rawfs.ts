@@ -33,6 +33,11 @@ export function write(fd: number, buf: Uint8Array, position: number | null): Pro
   );
 }
 
+/** Reads up to buf.length bytes at `position`; answers the count read. */
+export function read(fd: number, buf: Uint8Array, position: number): Promise<number> {
+  return new Promise((res, rej) => fs.read(fd, buf, 0, buf.length, position, (err, n) => (err ? rej(err) : res(n))));
+}
+
 export function writev(fd: number, bufs: Uint8Array[], position: number, total: number): Promise<void> {
   return new Promise((res, rej) =>
     fs.writev(fd, bufs, position, (err, n) => {

@@ -16,7 +16,7 @@ const commands: Record<string, Command> = {
     run: async (argv) => (await import('../lib/tools/demo.js')).runDemo(argv),
   },
   bench: {
-    summary: 'benchmarks: `seglog bench fsync|segments [--quick] [--json]`',
+    summary: 'benchmarks: `seglog bench fsync|segments|stores|all [--quick] [--json]`',
     run: async (argv) => (await import('../bench/cli.js')).runBenchCommand(argv),
   },
   crash: {

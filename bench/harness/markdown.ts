@@ -108,8 +108,8 @@ export function renderSection(section: SectionResult): string {
   if (section.measurements.length > 0) {
     parts.push(
       table(
-        ['Measurement', 'ms (median (min–max))', 'runs', 'note'],
-        section.measurements.map((m) => [m.label, formatStat(m.summary), String(m.summary.n), m.notes.join(' ')]),
+        ['Measurement', 'median (min–max)', 'runs', 'note'],
+        section.measurements.map((m) => [m.label, formatStat(m.summary, ` ${m.unit}`), String(m.summary.n), m.notes.join(' ')]),
       ),
     );
   }

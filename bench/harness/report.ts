@@ -6,7 +6,7 @@
 // median, min and max over runs; a ratio is paired by round (see `pairedRatios`).
 
 import type { MachineInfo } from './machine.js';
-import { mibPerSecond, nsToUs, pairedRatios, percentileSorted, perSecond, sortedCopy, summarize, type Stat } from './stats.js';
+import { mibPerSecond, MIB, nsToUs, pairedRatios, pairedRatiosToBest, percentileSorted, perSecond, sortedCopy, summarize, type Stat } from './stats.js';
 import type { Budget, RunSample } from './timing.js';
 
 /** Identifies a report document; a reader checks both before trusting the shape. */
@@ -59,11 +59,17 @@ export interface VariantResult {
   notes: string[];
 }
 
-/** A figure measured as a single duration per run (an open time), not as a stream of operations. */
+/** The units a Measurement may be in: a duration, or a memory size (resident memory growth). */
+export type MeasurementUnit = 'ms' | 'MiB';
+
+/**
+ * A figure measured once per run (an open time, a resident-memory growth), not as a stream of
+ * operations.
+ */
 export interface Measurement {
   id: string;
   label: string;
-  unit: 'ms';
+  unit: MeasurementUnit;
   params: Record<string, ParamValue>;
   runs: number[];
   summary: Stat;
@@ -163,6 +169,33 @@ export function ratioToBaseline(variant: readonly RunMetrics[], baseline: readon
       baseline.map((r) => r.recordsPerSec),
     ),
   );
+}
+
+/** records/s of `variant` over the fastest of `competitors` in the same round, paired run by run. */
+export function ratioToBest(variant: readonly RunMetrics[], competitors: readonly (readonly RunMetrics[])[]): Stat {
+  return summarize(
+    pairedRatiosToBest(
+      variant.map((r) => r.recordsPerSec),
+      competitors.map((c) => c.map((r) => r.recordsPerSec)),
+    ),
+  );
+}
+
+/** A Measurement from per-run values (at least one). */
+export function measurement(o: {
+  id: string;
+  label: string;
+  unit: MeasurementUnit;
+  runs: number[];
+  params?: Record<string, ParamValue>;
+  notes?: string[];
+}): Measurement {
+  return { id: o.id, label: o.label, unit: o.unit, params: o.params ?? {}, runs: o.runs, summary: summarize(o.runs), notes: o.notes ?? [] };
+}
+
+/** Bytes to MiB (the unit of memory measurements). */
+export function bytesToMiB(bytes: number): number {
+  return bytes / MIB;
 }
 
 /**

@@ -103,6 +103,25 @@ export function pairedRatios(values: ArrayLike<number>, baselines: ArrayLike<num
   return out;
 }
 
+/**
+ * Ratios to the best competitor, paired by run: run i of the variant against the highest of the
+ * competitors' run i (all ran in the same round). A value of 1 or more in a run means the variant
+ * was at least as fast as every competitor in that round.
+ */
+export function pairedRatiosToBest(values: ArrayLike<number>, competitors: readonly ArrayLike<number>[]): number[] {
+  if (competitors.length === 0) throw new RangeError('a ratio to the best needs at least one competitor');
+  const best: number[] = [];
+  for (let i = 0; i < values.length; i++) {
+    let b = -Infinity;
+    for (const c of competitors) {
+      if (c.length !== values.length) throw new RangeError(`paired ratio needs equal run counts (${values.length} vs ${c.length})`);
+      b = Math.max(b, c[i] as number);
+    }
+    best.push(b);
+  }
+  return pairedRatios(values, best);
+}
+
 /** Operations per second from a count and an elapsed time in nanoseconds. */
 export function perSecond(count: number, elapsedNs: number): number {
   if (!(elapsedNs > 0)) throw new RangeError(`elapsed time must be positive, got ${elapsedNs} ns`);

@@ -6,8 +6,7 @@
 // report shows them as ratios to one baseline measured in the same rounds. Each implementation gets
 // a fresh directory of its own; the workload never learns which implementation it drives.
 //
-// `seglog bench stores` (seglog beside better-sqlite3 and lmdb) builds on this; the peers are
-// implementations of the same interface, added when that command lands.
+// `seglog bench stores` (seglog beside better-sqlite3 and lmdb, bench/stores/) builds on this.
 
 import { mkdtemp, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -30,8 +29,12 @@ export interface StoreWorkload<H> {
   bytesPerOp: number;
   recordsPerOp?: number;
   params?: Record<string, ParamValue>;
+  /** Overrides of the section's budget (e.g. a cap on operations for large records). */
+  budget?: Partial<Budget>;
   /** Untimed, once per implementation after open (e.g. create the scopes). */
   prepare?(handle: H): Promise<void>;
+  /** Untimed, before every measured run (e.g. purge what the last run wrote, to bound disk use). */
+  beforeRun?(handle: H): Promise<void>;
   /** One operation by `worker` (0..concurrency-1), its `seq`-th. */
   op(handle: H, worker: number, seq: number): Promise<unknown>;
 }
@@ -49,14 +52,16 @@ export function sideBySide<H>(workload: StoreWorkload<H>, implementations: reado
       label: `${workload.label} — ${impl.label}`,
       group: impl.label,
       params: { ...workload.params, implementation: impl.name, concurrency: workload.concurrency },
+      ...(workload.budget === undefined ? {} : { budget: workload.budget }),
       async setup() {
         dir = await mkdtemp(path.join(parentDir, `${impl.name}-`));
         handle = await impl.open(dir);
         await workload.prepare?.(handle);
       },
-      run(budget: Budget): Promise<RunSample> {
+      async run(budget: Budget): Promise<RunSample> {
         const h = handle;
         if (h === null) throw new Error(`${variant.id} ran before setup`);
+        await workload.beforeRun?.(h);
         const options = {
           concurrency: workload.concurrency,
           budget,

@@ -1,0 +1,694 @@
+// `seglog bench stores`: the host store, the Raft log and the payload store beside their peers and
+// their raw floors, in one run (issues 3, 4, 5 and 7).
+//
+// Owns: the run parameters (`storesConfig`), the section plans and measurements, and the targets
+// of issues 3, 4 and 5 judged from them (`collectStoreTargets`). Guarantees:
+// - every comparison is one section whose variants run interleaved round by round (runner.ts), with
+//   the raw baseline in the same rounds, and every ratio is paired by round;
+// - seglog, better-sqlite3 and lmdb get byte-identical input (workloads.ts);
+// - a store of seglog's that is not built yet has no row and its targets say
+//   "NOT MEASURED (store not built)"; a missing peer says "NOT MEASURED (peer not installed)";
+//   nothing else ever stands in for either;
+// - opens and memory are measured in child processes (child.ts), 5 runs or more, interleaved.
+
+import { mkdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { CommitBatch } from '../../lib/host/batch.js';
+import type { HostStore, ScopeRef } from '../../lib/host/types.js';
+import type { Progress } from '../harness/progress.js';
+import { bytesToMiB, checkTarget, measurement, ratioToBest, type Measurement, type SectionResult, type TargetCheck } from '../harness/report.js';
+import { plannedMs, roundOrder, runSection, type SectionPlan, type Variant } from '../harness/runner.js';
+import { formatBytes, MIB } from '../harness/stats.js';
+import { sideBySide, type StoreImplementation } from '../harness/store-workload.js';
+import { nowNs, type Budget } from '../harness/timing.js';
+import { rawAppendVariant } from '../raw.js';
+import { payload } from '../rawfs.js';
+import { runChild, type ChildTask, type HostOpenResult, type PayloadRssResult, type RaftOpenResult } from './child.js';
+import { IMPL_LABEL, type Available, type ImplName } from './impls.js';
+import { getVariant, putVariant, rawReadVariant, rawWriteFsyncVariant } from './payload-bench.js';
+import type { SeglogStores } from './seglog.js';
+import { appendDurably, hostCommitWorkload, normalEntry, raftAppendWorkload, type RaftNodeHandle } from './workloads.js';
+
+export interface StoresConfig {
+  quick: boolean;
+  root: string;
+  rounds: number;
+  warmupRounds: number;
+  slices: number;
+  budget: Budget;
+  /** Bytes one run of a large-record variant may write. */
+  maxBytesPerRun: number;
+  /** Scopes in the realm whose open is measured (issue 3 names 10,000). */
+  realmScopes: number;
+  /** Size of the Raft log whose cold open is measured. */
+  logBytes: number;
+  /** Size of one payload in the put/get sections. */
+  payloadBytes: number;
+  /** Size of the payload whose RSS growth is measured (issue 5 names 1 GiB). */
+  bigPayloadBytes: number;
+  /** Runs of each child-process measurement (at least 5). */
+  childRuns: number;
+  /**
+   * A fresh process for every run of a child-process measurement (full runs), or one process per
+   * implementation doing all its runs (--quick: process starts dominate a quick run on a busy
+   * machine; then only the first open of each is in a fresh process).
+   */
+  processPerRun: boolean;
+}
+
+export function storesConfig(root: string, quick: boolean, rounds: number, overrides: Partial<StoresConfig> = {}): StoresConfig {
+  const base: StoresConfig = quick
+    ? {
+        quick,
+        root,
+        rounds,
+        warmupRounds: 1,
+        slices: 2,
+        budget: { durationMs: 40, maxOps: 1_000_000, minOps: 5 },
+        maxBytesPerRun: 16 * MIB,
+        realmScopes: 1000,
+        logBytes: 32 * MIB,
+        payloadBytes: 4 * MIB,
+        bigPayloadBytes: 32 * MIB,
+        childRuns: 5,
+        processPerRun: false,
+      }
+    : {
+        quick,
+        root,
+        rounds,
+        warmupRounds: 1,
+        slices: 5,
+        budget: { durationMs: 600, maxOps: 2_000_000, minOps: 20 },
+        maxBytesPerRun: 128 * MIB,
+        realmScopes: 10_000,
+        logBytes: 1024 * MIB,
+        payloadBytes: 16 * MIB,
+        bigPayloadBytes: 1024 * MIB,
+        childRuns: 5,
+        processPerRun: true,
+      };
+  return { ...base, ...overrides };
+}
+
+export interface StoresDeps {
+  seglog: SeglogStores;
+  host: Available<HostStore>;
+  raft: Available<RaftNodeHandle>;
+}
+
+function missingNotes(what: string, missing: Partial<Record<ImplName, string>>): string[] {
+  return (Object.entries(missing) as [ImplName, string][]).map(([name, why]) => `${IMPL_LABEL[name]} (${what}): ${why}`);
+}
+
+// ---- host store ----
+
+export function hostCommitSection(cfg: StoresConfig, impls: Available<HostStore>): SectionPlan {
+  const dir = path.join(cfg.root, 'host-commits');
+  const one = hostCommitWorkload({ id: 'host-1', label: 'one writer, one scope', scopes: 1 });
+  const many = hostCommitWorkload({ id: 'host-200', label: '200 scopes at once', scopes: 200 });
+  const variants: Variant[] = [
+    rawAppendVariant({ id: 'raw-300', label: 'raw write + fdatasync, 300 B, 1 writer', dir, size: 300, method: 'fdatasync', maxBytesPerRun: cfg.maxBytesPerRun }),
+    rawAppendVariant({
+      id: 'raw-300-x200',
+      label: 'raw write + fdatasync, 300 B, 200 writers, one file each',
+      dir,
+      size: 300,
+      method: 'fdatasync',
+      concurrency: 200,
+      maxBytesPerRun: cfg.maxBytesPerRun,
+    }),
+    ...sideBySide(one, impls.available, dir),
+    ...sideBySide(many, impls.available, dir),
+  ];
+  return {
+    id: 'host-commits',
+    title: 'Host store commits, 300 B (issue 3)',
+    description:
+      'A commit is one CommitBatch that moves one scope to its next version with a new 100 B head and one appended ' +
+      '200 B row (300 B in all), under the writer\'s fence token; it counts when `commit` resolved (durable). "One ' +
+      'writer" commits to one scope, one commit at a time; "200 scopes at once" has 200 writers, each committing to a ' +
+      'scope of its own. The scopes are created and the fence acquired before the first round; each implementation ' +
+      'keeps its realm across rounds. Ratios are to the first row: one writer appending 300 B with write + fdatasync ' +
+      'to a growing file.',
+    variants,
+    baseline: 'raw-300',
+    rounds: cfg.rounds,
+    warmupRounds: cfg.warmupRounds,
+    slices: cfg.slices,
+    budget: cfg.budget,
+    notes: missingNotes('host store', impls.missing),
+  };
+}
+
+/** Creates a realm of `scopes` scopes (each a 100 B head and one 200 B row) through the SPI; answers ms. */
+export async function buildRealm(store: HostStore, scopes: number): Promise<number> {
+  const head = payload(100, 41);
+  const row = payload(200, 42);
+  const t0 = nowNs();
+  const { token } = await store.acquireFence('exclusive');
+  const perBatch = 500;
+  const batches: Promise<void>[] = [];
+  for (let at = 0; at < scopes; at += perBatch) {
+    const updates = [];
+    for (let i = at; i < Math.min(scopes, at + perBatch); i++) {
+      const scope: ScopeRef = { kind: i % 10 === 0 ? 'mob' : 'session', name: `realm-scope-${String(i).padStart(6, '0')}` };
+      updates.push({ scope, previous: null, next: 1, head, append: [row] });
+    }
+    batches.push(store.commit(CommitBatch.tryNew(`build-${at}`, token, updates)));
+    // A few batches in flight at once: a realm is built by many writers over time.
+    if (batches.length === 4) await Promise.all(batches.splice(0));
+  }
+  await Promise.all(batches);
+  return (nowNs() - t0) / 1e6;
+}
+
+export async function hostOpenSection(cfg: StoresConfig, impls: Available<HostStore>, progress?: Progress): Promise<SectionResult> {
+  const n = cfg.realmScopes;
+  const dirs = new Map<string, string>();
+  const measurements: Measurement[] = [];
+  try {
+    for (const impl of impls.available) {
+      const dir = path.join(cfg.root, `realm-${impl.name}`);
+      await rm(dir, { recursive: true, force: true });
+      await mkdir(dir, { recursive: true });
+      progress?.label(`host store: building a realm of ${n.toLocaleString('en-US')} scopes in ${impl.label}`);
+      const store = await impl.open(dir);
+      const ms = await buildRealm(store, n);
+      await impl.close(store);
+      progress?.advance(n * 0.2);
+      dirs.set(impl.name, dir);
+      measurements.push(
+        measurement({ id: `build-realm/${impl.name}`, label: `${impl.label}: build the realm (${n.toLocaleString('en-US')} scopes, batches of 500, 4 in flight)`, unit: 'ms', runs: [ms], params: { scopes: n, implementation: impl.name } }),
+      );
+    }
+    const results = await childRunsOf<HostOpenResult>(
+      cfg,
+      impls.available.map((i) => i.name),
+      (name, repeat) => ({ task: 'host-open', impl: name as ImplName, dir: dirs.get(name) as string, repeat }),
+      (name, r) => {
+        progress?.label(`host store: opening the realm (${name}, run ${r + 1}/${cfg.childRuns})`);
+        progress?.advance(500);
+      },
+    );
+    for (const [name, runs] of results) {
+      const bad = runs.find((x) => x.heads !== n);
+      if (bad !== undefined) throw new Error(`${name}: the reopened realm listed ${bad.heads} of ${n} scopes`);
+    }
+    for (const impl of impls.available) {
+      const runs = results.get(impl.name) ?? [];
+      const params = { scopes: n, implementation: impl.name };
+      measurements.push(
+        measurement({ id: `open-realm/${impl.name}`, label: `${impl.label}: open the realm`, unit: 'ms', runs: runs.map((x) => x.openMs), params }),
+        measurement({
+          id: `open-list-realm/${impl.name}`,
+          label: `${impl.label}: open the realm and list every head (Core's bulk load)`,
+          unit: 'ms',
+          runs: runs.map((x) => x.openListMs),
+          params,
+        }),
+        measurement({
+          id: `rss-open-realm/${impl.name}`,
+          label: `${impl.label}: resident memory growth, open + list every head`,
+          unit: 'MiB',
+          runs: runs.map((x) => bytesToMiB(x.rssAfterBytes - x.rssBeforeBytes)),
+          params,
+          notes: [`process RSS after: ${runs.map((x) => bytesToMiB(x.rssAfterBytes).toFixed(0)).join(', ')} MiB`],
+        }),
+      );
+    }
+  } finally {
+    for (const dir of dirs.values()) await rm(dir, { recursive: true, force: true });
+  }
+  return measurementSection({
+    id: 'host-open',
+    title: `Opening a realm of ${n.toLocaleString('en-US')} scopes (issue 3)`,
+    description:
+      `A realm of ${n.toLocaleString('en-US')} scopes (each a 100 B head and one 200 B row; a tenth of them of kind "mob", ` +
+      'the rest "session") is built once per implementation through the SPI. Then, in a new Node process, the store is ' +
+      'opened, and every head of every kind is listed in pages of 1,000, as Core does at open; resident memory is read ' +
+      'before the open and after the listing. The page cache is warm (the realm was just written).',
+    measurements,
+    notes: [processNote(cfg), ...missingNotes('host store', impls.missing)],
+  });
+}
+
+/**
+ * Runs `task` for every implementation `cfg.childRuns` times: a fresh process per run, rotating the
+ * order of implementations per round (full runs), or one process per implementation (--quick).
+ */
+async function childRunsOf<R>(
+  cfg: StoresConfig,
+  names: readonly string[],
+  task: (name: string, repeat: number) => ChildTask,
+  onRun: (name: string, run: number) => void,
+): Promise<Map<string, R[]>> {
+  const results = new Map<string, R[]>(names.map((n) => [n, []]));
+  if (cfg.processPerRun) {
+    for (let r = 0; r < cfg.childRuns; r++) {
+      for (const name of roundOrder(names, r)) {
+        onRun(name, r);
+        results.get(name)?.push(...(await runChild<R>(task(name, 1))));
+      }
+    }
+  } else {
+    for (const name of names) {
+      onRun(name, 0);
+      results.get(name)?.push(...(await runChild<R>(task(name, cfg.childRuns))));
+    }
+  }
+  return results;
+}
+
+function processNote(cfg: StoresConfig): string {
+  return cfg.processPerRun
+    ? `Each run in a fresh Node process (${cfg.childRuns} runs per implementation, interleaved).`
+    : `--quick: the ${cfg.childRuns} runs of each implementation share one Node process (only the first is a fresh start; the others reopen after a close).`;
+}
+
+function measurementSection(o: { id: string; title: string; description: string; measurements: Measurement[]; notes: string[] }): SectionResult {
+  return {
+    id: o.id,
+    title: o.title,
+    description: o.description,
+    rounds: Math.max(1, ...o.measurements.map((m) => m.summary.n)),
+    warmupRounds: 0,
+    slices: 1,
+    budget: { durationMs: 0, maxOps: 1, minOps: 1 },
+    baseline: null,
+    variants: [],
+    measurements: o.measurements,
+    notes: o.notes,
+  };
+}
+
+// ---- Raft log ----
+
+export function raftAppendSection(cfg: StoresConfig, impls: Available<RaftNodeHandle>): SectionPlan {
+  const dir = path.join(cfg.root, 'raft-appends');
+  const variants: Variant[] = [
+    rawAppendVariant({ id: 'raw-256', label: 'raw write + fdatasync, 256 B, 1 writer', dir, size: 256, method: 'fdatasync', maxBytesPerRun: cfg.maxBytesPerRun }),
+    rawAppendVariant({
+      id: 'raw-256-x64',
+      label: 'raw write + fdatasync, 256 B, 64 writers, one file each',
+      dir,
+      size: 256,
+      method: 'fdatasync',
+      concurrency: 64,
+      maxBytesPerRun: cfg.maxBytesPerRun,
+    }),
+    ...sideBySide(raftAppendWorkload({ id: 'raft-1', label: '256 B entries, one per append', groups: 1, perGroup: 1, entryBytes: 256 }), impls.available, dir),
+    ...sideBySide(raftAppendWorkload({ id: 'raft-64', label: '256 B entries, 64 appends in flight', groups: 1, perGroup: 64, entryBytes: 256 }), impls.available, dir),
+    ...sideBySide(raftAppendWorkload({ id: 'raft-64groups', label: '64 groups at once, 256 B entries', groups: 64, perGroup: 1, entryBytes: 256 }), impls.available, dir),
+  ];
+  return {
+    id: 'raft-appends',
+    title: 'Raft log appends, 256 B entries (issue 4)',
+    description:
+      'An operation is one `append([entry], onFlushed)` of one entry with 256 B of data, counted when the promise ' +
+      'resolved AND onFlushed fired with null (durable). "One per append": one appender. "64 in flight": 64 appenders ' +
+      'on one group, each append taking the next index when called. "64 groups": one appender in each of 64 groups of ' +
+      'one node. Ratios are to the first row: one writer appending 256 B with write + fdatasync to a growing file.',
+    variants,
+    baseline: 'raw-256',
+    rounds: cfg.rounds,
+    warmupRounds: cfg.warmupRounds,
+    slices: cfg.slices,
+    budget: cfg.budget,
+    notes: missingNotes('Raft log', impls.missing),
+  };
+}
+
+export function raftLargeSection(cfg: StoresConfig, impls: Available<RaftNodeHandle>): SectionPlan {
+  const dir = path.join(cfg.root, 'raft-1mib');
+  const budget = { maxOps: Math.max(8, Math.floor(cfg.maxBytesPerRun / MIB)) };
+  return {
+    id: 'raft-1mib',
+    title: 'Raft log appends, 1 MiB entries (issue 4)',
+    description:
+      'One appender; each append carries one entry with 1 MiB of data and counts once durable. The baseline writes ' +
+      '1 MiB at the end of a growing file and fdatasyncs it. Before each run (untimed) the entries of the previous run ' +
+      'are purged, bounding the disk used. MiB/s is the figure that matters; the ratio is the same for MiB/s and ' +
+      'entries/s.',
+    variants: [
+      rawAppendVariant({ id: 'raw-1mib', label: 'raw write + fdatasync, 1 MiB', dir, size: MIB, method: 'fdatasync', maxBytesPerRun: cfg.maxBytesPerRun }),
+      ...sideBySide(
+        raftAppendWorkload({ id: 'raft-1mib', label: '1 MiB entries, one per append', groups: 1, perGroup: 1, entryBytes: MIB, purgeBetweenRuns: true, budget }),
+        impls.available,
+        dir,
+      ),
+    ],
+    baseline: 'raw-1mib',
+    rounds: cfg.rounds,
+    warmupRounds: cfg.warmupRounds,
+    slices: cfg.slices,
+    budget: cfg.budget,
+    notes: missingNotes('Raft log', impls.missing),
+  };
+}
+
+/** Builds a log of `bytes` in 1 KiB entries, 1,024 entries (1 MiB) per durable append; answers ms. */
+export async function buildLog(node: RaftNodeHandle, group: string, bytes: number): Promise<number> {
+  const data = payload(1024, 51);
+  const count = Math.floor(bytes / 1024);
+  const t0 = nowNs();
+  const log = await node.openGroup(group);
+  await log.saveVote({ leaderId: { term: 1, nodeId: 1 }, committed: true });
+  for (let at = 1; at <= count; at += 1024) {
+    const n = Math.min(1024, count - at + 1);
+    const entries = Array.from({ length: n }, (_, i) => normalEntry(at + i, data));
+    await appendDurably(log, entries);
+  }
+  return (nowNs() - t0) / 1e6;
+}
+
+export async function raftOpenSection(cfg: StoresConfig, impls: Available<RaftNodeHandle>, progress?: Progress): Promise<SectionResult> {
+  const dirs = new Map<string, string>();
+  const measurements: Measurement[] = [];
+  const group = 'big';
+  const entries = Math.floor(cfg.logBytes / 1024);
+  try {
+    for (const impl of impls.available) {
+      const dir = path.join(cfg.root, `raftlog-${impl.name}`);
+      await rm(dir, { recursive: true, force: true });
+      await mkdir(dir, { recursive: true });
+      progress?.label(`Raft log: building a ${formatBytes(cfg.logBytes)} log in ${impl.label}`);
+      const node = await impl.open(dir);
+      const ms = await buildLog(node, group, cfg.logBytes);
+      await impl.close(node);
+      progress?.advance((cfg.logBytes / MIB) * 8);
+      dirs.set(impl.name, dir);
+      measurements.push(
+        measurement({
+          id: `build-log/${impl.name}`,
+          label: `${impl.label}: build the log (${entries.toLocaleString('en-US')} entries of 1 KiB, 1,024 per durable append)`,
+          unit: 'ms',
+          runs: [ms],
+          params: { bytes: cfg.logBytes, implementation: impl.name },
+          notes: [`${(cfg.logBytes / MIB / (ms / 1000)).toFixed(0)} MiB/s`],
+        }),
+      );
+    }
+    const results = await childRunsOf<RaftOpenResult>(
+      cfg,
+      impls.available.map((i) => i.name),
+      (name, repeat) => ({ task: 'raft-open', impl: name as ImplName, dir: dirs.get(name) as string, group, repeat }),
+      (name, r) => {
+        progress?.label(`Raft log: cold open (${name}, run ${r + 1}/${cfg.childRuns})`);
+        progress?.advance(500);
+      },
+    );
+    for (const [name, runs] of results) {
+      const bad = runs.find((x) => x.entries !== entries);
+      if (bad !== undefined) throw new Error(`${name}: the reopened log holds ${bad.entries} of ${entries} entries`);
+    }
+    for (const impl of impls.available) {
+      const runs = results.get(impl.name) ?? [];
+      const params = { bytes: cfg.logBytes, implementation: impl.name };
+      measurements.push(
+        measurement({ id: `open-log/${impl.name}`, label: `${impl.label}: open node and group, log state, first and last entry`, unit: 'ms', runs: runs.map((x) => x.openMs), params }),
+        measurement({
+          id: `rss-open-log/${impl.name}`,
+          label: `${impl.label}: resident memory growth of that open`,
+          unit: 'MiB',
+          runs: runs.map((x) => bytesToMiB(x.rssAfterBytes - x.rssBeforeBytes)),
+          params,
+        }),
+      );
+    }
+  } finally {
+    for (const dir of dirs.values()) await rm(dir, { recursive: true, force: true });
+  }
+  return measurementSection({
+    id: 'raft-open',
+    title: `Cold open of a ${formatBytes(cfg.logBytes)} Raft log (issues 4 and 7)`,
+    description:
+      `One group's log of ${formatBytes(cfg.logBytes)} (${entries.toLocaleString('en-US')} entries of 1 KiB) is built once per ` +
+      'implementation. Then, in a new Node process, the node and the group are opened, ' +
+      '`getLogState` answered, and the first and the last entry read. "Cold" means a new process with nothing of the ' +
+      'store in memory; the OS page cache stays warm (dropping it is not for a shared machine).',
+    measurements,
+    notes: [processNote(cfg), ...missingNotes('Raft log', impls.missing)],
+  });
+}
+
+// ---- payloads ----
+
+export function payloadPutSection(cfg: StoresConfig, seglog: SeglogStores): SectionPlan | null {
+  if (!seglog.payloads.ok) return null;
+  const dir = path.join(cfg.root, 'payload-put');
+  return {
+    id: 'payload-put',
+    title: `Payload put, ${formatBytes(cfg.payloadBytes)} payloads (issue 5)`,
+    description:
+      `One writer. seglog's \`put\` streams a generated ${formatBytes(cfg.payloadBytes)} body in 1 MiB chunks and resolves ` +
+      'once the payload is durable (hashed, written to a temporary file, synced, renamed, directory synced). The ' +
+      'baseline writes the same bytes to a new file with 1 MiB writes and fsyncs it. Each run starts with an empty store.',
+    variants: [
+      rawWriteFsyncVariant({ id: 'raw-write-fsync', dir: path.join(dir, 'raw'), bytes: cfg.payloadBytes, maxBytesPerRun: cfg.maxBytesPerRun }),
+      putVariant({ id: 'put/seglog', dir: path.join(dir, 'seglog'), bytes: cfg.payloadBytes, maxBytesPerRun: cfg.maxBytesPerRun, open: seglog.payloads.open }),
+    ],
+    baseline: 'raw-write-fsync',
+    rounds: cfg.rounds,
+    warmupRounds: cfg.warmupRounds,
+    slices: cfg.slices,
+    budget: cfg.budget,
+  };
+}
+
+export function payloadGetSection(cfg: StoresConfig, seglog: SeglogStores): SectionPlan | null {
+  if (!seglog.payloads.ok) return null;
+  const dir = path.join(cfg.root, 'payload-get');
+  return {
+    id: 'payload-get',
+    title: `Payload get, ${formatBytes(cfg.payloadBytes)} payloads (issue 5)`,
+    description:
+      `One reader. seglog's \`get\` streams a stored ${formatBytes(cfg.payloadBytes)} payload to its end, verifying each ` +
+      'chunk. The baseline reads a file of the same size with 1 MiB reads, each into a new buffer. Both are served from ' +
+      'the page cache (written moments before).',
+    variants: [
+      rawReadVariant({ id: 'raw-read', dir: path.join(dir, 'raw'), bytes: cfg.payloadBytes }),
+      getVariant({ id: 'get/seglog', dir: path.join(dir, 'seglog'), bytes: cfg.payloadBytes, open: seglog.payloads.open }),
+    ],
+    baseline: 'raw-read',
+    rounds: cfg.rounds,
+    warmupRounds: cfg.warmupRounds,
+    slices: cfg.slices,
+    budget: cfg.budget,
+  };
+}
+
+export async function payloadRssSection(cfg: StoresConfig, seglog: SeglogStores, progress?: Progress): Promise<SectionResult | null> {
+  if (!seglog.payloads.ok) return null;
+  const dir = path.join(cfg.root, 'payload-rss');
+  let runs: PayloadRssResult[] = [];
+  try {
+    const results = await childRunsOf<PayloadRssResult>(
+      cfg,
+      ['seglog'],
+      (_name, repeat) => ({ task: 'payload-rss', dir, bytes: cfg.bigPayloadBytes, chunkBytes: MIB, repeat }),
+      (_name, r) => {
+        progress?.label(`payloads: ${formatBytes(cfg.bigPayloadBytes)} in and out (run ${r + 1}/${cfg.childRuns})`);
+        progress?.advance((cfg.bigPayloadBytes / MIB) * 8);
+      },
+    );
+    runs = results.get('seglog') ?? [];
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+  const params = { bytes: cfg.bigPayloadBytes, implementation: 'seglog' };
+  const mibps = (ms: number): number => cfg.bigPayloadBytes / MIB / (ms / 1000);
+  return measurementSection({
+    id: 'payload-rss',
+    title: `A ${formatBytes(cfg.bigPayloadBytes)} payload in and out (issue 5)`,
+    description:
+      `In a new Node process, seglog's payload store is opened (in a new, empty directory), a generated ${formatBytes(cfg.bigPayloadBytes)} body ` +
+      'is put (1 MiB chunks), then got and streamed to its end. Resident memory is sampled at every chunk and every ' +
+      '2 ms; the growth is the peak over the RSS right after the store was opened.',
+    measurements: [
+      measurement({
+        id: 'payload-rss-growth/seglog',
+        label: 'resident memory growth, put then get (the larger peak)',
+        unit: 'MiB',
+        runs: runs.map((x) => bytesToMiB(Math.max(x.peakPutRssBytes, x.peakGetRssBytes) - x.baseRssBytes)),
+        params,
+        notes: [
+          `put peaks: ${runs.map((x) => bytesToMiB(x.peakPutRssBytes - x.baseRssBytes).toFixed(1)).join(', ')} MiB; ` +
+            `get peaks: ${runs.map((x) => bytesToMiB(x.peakGetRssBytes - x.baseRssBytes).toFixed(1)).join(', ')} MiB.`,
+        ],
+      }),
+      measurement({ id: 'payload-big-put/seglog', label: `put of ${formatBytes(cfg.bigPayloadBytes)}`, unit: 'ms', runs: runs.map((x) => x.putMs), params, notes: [`${runs.map((x) => mibps(x.putMs).toFixed(0)).join(', ')} MiB/s`] }),
+      measurement({ id: 'payload-big-get/seglog', label: `get of ${formatBytes(cfg.bigPayloadBytes)}`, unit: 'ms', runs: runs.map((x) => x.getMs), params, notes: [`${runs.map((x) => mibps(x.getMs).toFixed(0)).join(', ')} MiB/s`] }),
+    ],
+    notes: [processNote(cfg)],
+  });
+}
+
+// ---- targets ----
+
+function variant(sections: readonly SectionResult[], sectionId: string, variantId: string) {
+  return sections.find((s) => s.id === sectionId)?.variants.find((v) => v.id === variantId);
+}
+
+function measured(sections: readonly SectionResult[], sectionId: string, id: string) {
+  return sections.find((s) => s.id === sectionId)?.measurements.find((m) => m.id === id);
+}
+
+/** Every target of issues 3, 4 and 5, judged from this run (null, with the reason, where not measured). */
+export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pick<StoresConfig, 'realmScopes' | 'bigPayloadBytes'>, why: { host: string | null; raft: string | null; payloads: string | null; peers: string | null }): TargetCheck[] {
+  const notMeasured = (w: string | null, fallback: string): string => w ?? fallback;
+  const hostOne = variant(sections, 'host-commits', 'host-1/seglog');
+  const host200 = variant(sections, 'host-commits', 'host-200/seglog');
+  const peers200 = ['sqlite', 'lmdb'].map((p) => variant(sections, 'host-commits', `host-200/${p}`)).filter((v) => v !== undefined);
+  const vsPeers = host200 !== undefined && peers200.length === 2 ? ratioToBest(host200.runs, peers200.map((p) => p.runs)) : null;
+  const open = measured(sections, 'host-open', 'open-list-realm/seglog');
+  const raftOne = variant(sections, 'raft-appends', 'raft-1/seglog');
+  const raftBig = variant(sections, 'raft-1mib', 'raft-1mib/seglog');
+  const rss = measured(sections, 'payload-rss', 'payload-rss-growth/seglog');
+  const openJudged = cfg.realmScopes >= 10_000;
+  const rssJudged = cfg.bigPayloadBytes >= 1024 * MIB;
+  return [
+    checkTarget({
+      id: 'host-one-scope',
+      source: 'issue 3',
+      description: 'host store: one writer on one scope, as a ratio to raw write + fdatasync',
+      comparator: '>=',
+      threshold: 0.9,
+      unit: '× raw',
+      measured: hostOne?.ratio?.recordsPerSec.median ?? null,
+      note: hostOne === undefined ? notMeasured(why.host, 'not measured') : 'median of ratios paired by round',
+    }),
+    checkTarget({
+      id: 'host-200-scopes-vs-peers',
+      source: 'issue 3',
+      description: 'host store: 200 scopes at once, as a ratio to the faster of better-sqlite3 and lmdb in the same round',
+      comparator: '>=',
+      threshold: 1,
+      unit: '× best peer',
+      measured: vsPeers?.median ?? null,
+      note:
+        host200 === undefined
+          ? notMeasured(why.host, 'not measured')
+          : vsPeers === null
+            ? notMeasured(why.peers, 'a peer is missing')
+            : `median of per-round ratios to the faster peer of that round (${vsPeers.min.toFixed(2)}–${vsPeers.max.toFixed(2)})`,
+    }),
+    checkTarget(
+      {
+        id: 'host-open-10k-scopes',
+        source: 'issue 3',
+        description: 'host store: open a realm of 10,000 scopes (open + list every head, fresh process)',
+        comparator: '<',
+        threshold: 1000,
+        unit: 'ms',
+        measured: open?.summary.median ?? null,
+        note:
+          open === undefined
+            ? notMeasured(why.host, 'not measured')
+            : openJudged
+              ? `median of ${open.summary.n} runs`
+              : `measured on ${cfg.realmScopes.toLocaleString('en-US')} scopes, not 10,000: not judged`,
+      },
+      openJudged,
+    ),
+    checkTarget({
+      id: 'raft-one-per-append',
+      source: 'issue 4',
+      description: 'Raft log: 256 B entries one per append, as a ratio to raw write + fdatasync',
+      comparator: '>=',
+      threshold: 0.9,
+      unit: '× raw',
+      measured: raftOne?.ratio?.recordsPerSec.median ?? null,
+      note: raftOne === undefined ? notMeasured(why.raft, 'not measured') : 'median of ratios paired by round',
+    }),
+    checkTarget({
+      id: 'raft-1mib-bandwidth',
+      source: 'issue 4',
+      description: 'Raft log: 1 MiB appends, as a ratio to raw sequential write + fdatasync bandwidth',
+      comparator: '>=',
+      threshold: 0.8,
+      unit: '× raw',
+      measured: raftBig?.ratio?.recordsPerSec.median ?? null,
+      note: raftBig === undefined ? notMeasured(why.raft, 'not measured') : 'median of ratios paired by round',
+    }),
+    checkTarget(
+      {
+        id: 'payload-1gib-rss',
+        source: 'issue 5',
+        description: 'payloads: resident memory growth for a 1 GiB payload in and out',
+        comparator: '<',
+        threshold: 64,
+        unit: 'MiB',
+        measured: rss?.summary.median ?? null,
+        note:
+          rss === undefined
+            ? notMeasured(why.payloads, 'not measured')
+            : rssJudged
+              ? `median of ${rss.summary.n} runs; max ${rss.summary.max.toFixed(1)} MiB`
+              : `measured with ${formatBytes(cfg.bigPayloadBytes)}, not 1 GiB: not judged`,
+      },
+      rssJudged,
+    ),
+  ];
+}
+
+/** The run-time target of issue 7 for this command. */
+export function durationTarget(quick: boolean, durationMs: number): TargetCheck {
+  return checkTarget({
+    id: quick ? 'stores-quick-under-60s' : 'stores-full-under-10min',
+    source: 'issue 7',
+    description: `\`seglog bench stores${quick ? ' --quick' : ''}\` runs end to end`,
+    comparator: '<',
+    threshold: quick ? 60 : 600,
+    unit: 's',
+    measured: durationMs / 1000,
+    note: 'this run, wall clock, including building the realm, the log and the payloads',
+  });
+}
+
+// ---- the whole run ----
+
+export interface StoresRun {
+  sections: SectionResult[];
+  notes: string[];
+}
+
+/** Plans, runs and measures every section of `seglog bench stores`, in report order. */
+export async function runStores(cfg: StoresConfig, deps: StoresDeps, progress?: Progress): Promise<StoresRun> {
+  const notes: string[] = [];
+  const sections: SectionResult[] = [];
+  // Each section says how long it took, set-up and builds included (issue 7 bounds the whole run).
+  const timed = async (f: () => Promise<SectionResult | null>): Promise<void> => {
+    const t0 = nowNs();
+    const section = await f();
+    if (section === null) return;
+    section.notes.push(`This section took ${((nowNs() - t0) / 1e9).toFixed(1)} s of wall time, set-up and builds included.`);
+    sections.push(section);
+  };
+  await timed(() => runSection(hostCommitSection(cfg, deps.host), progress));
+  if (deps.host.available.length > 0) await timed(() => hostOpenSection(cfg, deps.host, progress));
+  await timed(() => runSection(raftAppendSection(cfg, deps.raft), progress));
+  await timed(() => runSection(raftLargeSection(cfg, deps.raft), progress));
+  if (deps.raft.available.length > 0) await timed(() => raftOpenSection(cfg, deps.raft, progress));
+  const put = payloadPutSection(cfg, deps.seglog);
+  const get = payloadGetSection(cfg, deps.seglog);
+  if (put !== null) await timed(() => runSection(put, progress));
+  if (get !== null) await timed(() => runSection(get, progress));
+  await timed(() => payloadRssSection(cfg, deps.seglog, progress));
+  return { sections, notes };
+}
+
+/** Planned wall time in ms (for the progress bar): the sections' budgets plus the builds, roughly. */
+export function plannedStoresMs(cfg: StoresConfig, deps: StoresDeps): number {
+  const plans = [hostCommitSection(cfg, deps.host), raftAppendSection(cfg, deps.raft), raftLargeSection(cfg, deps.raft)];
+  const put = payloadPutSection(cfg, deps.seglog);
+  const get = payloadGetSection(cfg, deps.seglog);
+  if (put !== null) plans.push(put);
+  if (get !== null) plans.push(get);
+  const sectionsMs = plans.reduce((t, p) => t + plannedMs(p), 0);
+  const buildsMs = deps.host.available.length * (cfg.realmScopes * 0.2 + cfg.childRuns * 500) + deps.raft.available.length * ((cfg.logBytes / MIB) * 8 + cfg.childRuns * 500);
+  const payloadMs = deps.seglog.payloads.ok ? cfg.childRuns * (cfg.bigPayloadBytes / MIB) * 8 : 0;
+  return sectionsMs + buildsMs + payloadMs;
+}
+
+export type { StoreImplementation };
