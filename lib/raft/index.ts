@@ -1,6 +1,7 @@
 // Raft store: the public surface of lib/raft (re-exported by lib/index.ts).
 //
-// Owns: nothing of its own; it names what the package exports for the Raft store (seed 002 §2).
+// Owns: nothing of its own; it names what the package exports for the Raft store (seed 002 §2):
+// the types, the KV plugin, the in-memory reference group, the file-system node (openRaftNode).
 // The codec, the snapshot stream format and the chunk queue stay internal.
 
 export type {
@@ -79,3 +80,20 @@ export {
   type InitialState,
   type MembershipState,
 } from './storage-helper.js';
+export {
+  openRaftNode,
+  listPayloadReferences,
+  rebuildPayloadReferences,
+  groupDirectory,
+  RAFT_DEFAULT_SEGMENT_BYTES,
+  RAFT_DEFAULT_JOURNAL_SEGMENT_BYTES,
+  RAFT_DEFAULT_MAX_ENTRY_BYTES,
+  type RaftNode,
+  type RaftNodeOptions,
+  type RaftGroup,
+  type GroupRecovery,
+  type PayloadReference,
+} from './node.js';
+export { FsRaftLogStorage, FS_DEFAULT_MAX_READ_ENTRIES, FS_DEFAULT_MAX_READ_BYTES } from './fs-log.js';
+export { FsStateMachine } from './fs-state-machine.js';
+export { MAX_GROUP_ID_BYTES } from './fs-layout.js';

@@ -18,7 +18,7 @@ export const WORKLOADS: readonly WorkloadEntry[] = [
   { name: 'cells', load: () => import('./cells.js') },
   { name: 'segments', load: () => import('./segments.js') },
   // { name: 'host', load: () => import('./host.js') },
-  // { name: 'raft', load: () => import('./raft.js') },
+  { name: 'raft', load: () => import('./raft.js') },
   // { name: 'payloads', load: () => import('./payloads.js') },
 ];
 

@@ -1,0 +1,708 @@
+// File-system Raft log store: one group's `RaftLogStorage` over a segmented log and three cells.
+//
+// Owns: `FsRaftLogStorage` — append (with the flush callback), truncate, purge, the vote and
+// committed cells, bounded reads, readers, and the order in which a group's writes reach the disk.
+// The log index of a record is the Raft index of its entry; the record is the encoded entry
+// (lib/raft/codec.ts). Guarantees (argued in docs/raft-store.md, "Crash safety"):
+// - Every write call is admitted to one queue per group and *issued* in call order; its checks
+//   (index continuity, purged bounds) see the effect of every earlier call. Appends, truncations
+//   and committed writes issue at once when nothing is queued; `saveVote` and `purge` are
+//   barriers: they wait until every earlier write is durable, and hold every later one back until
+//   their own cell write is durable. So a crash leaves a prefix of the calls, except that a
+//   committed pointer may lag behind appends issued after it (never behind an acknowledged one).
+// - `append` resolves once its entries are readable (staged in the segmented log); `onFlushed`
+//   fires after the fdatasync that covers them (the segmented log's group commit: concurrent
+//   appends share a sync, and a sync never waits for a later append), in call order.
+// - An entry naming a payload digest is appended only if the payload is durable in the node's
+//   payload store (seed 002 §5); otherwise the append rejects with PAYLOAD_MISSING and appends
+//   nothing. The digests of live records are counted in the node's `PayloadNameIndex` (the
+//   payload store's GC asks it) from before the presence check until the truncation or purge that
+//   removes the record is durable.
+// - `purge` makes the purged id durable (its cell) before any entry is deleted.
+// - A failed write or sync of any part poisons the group's log store (POISONED) until the node
+//   is reopened: the failing call, its callback and every queued call report the error.
+// - Reads are bounded: `limitedGetLogEntries` by entries and bytes; `tryGetLogEntries` reads in
+//   bounded chunks. No read answers an entry at or below the purged id.
+
+import type { Cell } from '../../cells/index.js';
+import type { SegmentedLog } from '../../segments/index.js';
+import { SeglogError, closed, corrupt, fromIo, invalid, poisoned } from '../errors.js';
+import { decodeEntry, decodeEntryLogId, encodeEntryWith, encodeOptionalLogId, encodeVote } from './codec.js';
+import type { GroupNames, PayloadNameIndex } from './payload-names.js';
+import type { RecordPool } from './record-pool.js';
+import {
+  cloneLogId,
+  cloneOptionalLogId,
+  cloneVote,
+  validateEntry,
+  validateLogId,
+  validateOptionalLogId,
+  validateRange,
+  validateVote,
+  type Entry,
+  type LogId,
+  type LogState,
+  type RaftLogReader,
+  type RaftLogStorage,
+  type Vote,
+} from './types.js';
+
+/** Default cap on the entries one `limitedGetLogEntries` answers. */
+export const FS_DEFAULT_MAX_READ_ENTRIES = 1024;
+/** Default cap on the record bytes one `limitedGetLogEntries` answers past its first entry. */
+export const FS_DEFAULT_MAX_READ_BYTES = 4 * 1024 * 1024;
+/** Chunk size of `tryGetLogEntries` reads. */
+const READ_CHUNK_ENTRIES = 1024;
+const READ_CHUNK_BYTES = 8 * 1024 * 1024;
+
+/**
+ * Test-only switches that plant a known ordering mistake, so that the crash tests can prove they
+ * catch each class. Never set outside tests; not exported from the package.
+ * @internal
+ */
+export interface RaftMistakes {
+  /** Call `onFlushed(null)` when the entries are staged, before the sync that covers them. */
+  flushBeforeSync?: boolean;
+  /** Write the vote cell without waiting for earlier appends to be durable. */
+  voteNotBarrier?: boolean;
+  /** Write the committed cell without waiting for earlier appends to be durable. */
+  committedBeforeLog?: boolean;
+  /** Drop the purged entries before the purged id is durable. */
+  dropBeforePurgedId?: boolean;
+}
+
+/** What a group hands its log store at open (after recovery). */
+export interface FsLogParts {
+  groupId: string;
+  log: SegmentedLog;
+  voteCell: Cell;
+  committedCell: Cell;
+  purgedCell: Cell;
+  vote: Vote | null;
+  committed: LogId | null;
+  purged: LogId | null;
+  names: GroupNames;
+  index: PayloadNameIndex;
+  /** True when the payload is durable in the node's payload store. */
+  payloadPresent: (digest: string) => Promise<boolean>;
+  maxReadEntries: number;
+  maxReadBytes: number;
+  maxRecordBytes: number;
+  /** Recycled buffers for large records (shared by the node's groups). */
+  pool: RecordPool;
+  mistakes?: RaftMistakes;
+}
+
+interface Deferred<T> {
+  promise: Promise<T>;
+  resolve: (v: T) => void;
+  reject: (err: unknown) => void;
+}
+
+function deferred<T>(): Deferred<T> {
+  let resolve!: (v: T) => void;
+  let reject!: (err: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+/** Calls a user callback; a throw is the caller's bug: re-raised outside the store. */
+function callBack(fn: (err: Error | null) => void, err: Error | null): void {
+  try {
+    fn(err);
+  } catch (thrown) {
+    queueMicrotask(() => {
+      throw thrown;
+    });
+  }
+}
+
+function asError(err: unknown): Error {
+  return err instanceof Error ? err : new Error(String(err));
+}
+
+/**
+ * A queued write. Runs when every earlier one was issued; answers a promise when later ones must
+ * wait for it (a barrier, or an append still checking its payloads), nothing otherwise.
+ */
+type Op = () => Promise<void> | void;
+
+const resolved: Promise<void> = Promise.resolve();
+
+/** The log store of one group on the file system. Made by `openRaftNode(...).openGroup(id)`. */
+export class FsRaftLogStorage implements RaftLogStorage {
+  readonly groupId: string;
+  readonly #log: SegmentedLog;
+  readonly #voteCell: Cell;
+  readonly #committedCell: Cell;
+  readonly #purgedCell: Cell;
+  readonly #names: GroupNames;
+  readonly #index: PayloadNameIndex;
+  readonly #payloadPresent: (digest: string) => Promise<boolean>;
+  readonly #maxReadEntries: number;
+  readonly #maxReadBytes: number;
+  readonly #maxRecordBytes: number;
+  /** Buffers of large records, recycled once durable and no read is in flight. */
+  readonly #pool: RecordPool;
+  readonly #mistakes: RaftMistakes;
+
+  #vote: Vote | null;
+  #committed: LogId | null;
+  /** The purged id, once its cell write is durable. Reads never answer an entry at or below it. */
+  #purged: LogId | null;
+  /** The last entry's id: undefined when it must be read from the log. */
+  #lastId: LogId | null | undefined = undefined;
+  /** Bumped at every issued write: a computed `#lastId` is cached only if nothing was issued meanwhile. */
+  #version = 0;
+
+  readonly #ops: Op[] = [];
+  #draining = false;
+  #idle: (() => void)[] = [];
+  /** Settles (never rejects) when every log operation issued so far is durable or failed. */
+  #logTail: Promise<void> = resolved;
+  /** The last log operation issued (its own promise: durable of an append, or a structural change). */
+  #lastLogOp: Promise<void> = resolved;
+  /** Settles (never rejects) when every committed write issued so far is durable or failed. */
+  #committedTail: Promise<void> = resolved;
+  #poison: SeglogError | null = null;
+  #closing: Promise<void> | null = null;
+
+  /** @internal: made by the node. */
+  constructor(parts: FsLogParts) {
+    this.groupId = parts.groupId;
+    this.#log = parts.log;
+    this.#voteCell = parts.voteCell;
+    this.#committedCell = parts.committedCell;
+    this.#purgedCell = parts.purgedCell;
+    this.#vote = parts.vote;
+    this.#committed = parts.committed;
+    this.#purged = parts.purged;
+    this.#names = parts.names;
+    this.#index = parts.index;
+    this.#payloadPresent = parts.payloadPresent;
+    this.#maxReadEntries = parts.maxReadEntries;
+    this.#maxReadBytes = parts.maxReadBytes;
+    this.#maxRecordBytes = parts.maxRecordBytes;
+    this.#mistakes = parts.mistakes ?? {};
+    this.#pool = parts.pool;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // The write queue
+
+  #checkOpen(): void {
+    if (this.#closing !== null) throw closed(`raft log of group ${JSON.stringify(this.groupId)}`);
+  }
+
+  #poisoned(): SeglogError {
+    return poisoned(`raft log of group ${JSON.stringify(this.groupId)}`, this.#poison);
+  }
+
+  #enqueue(op: Op): void {
+    this.#ops.push(op);
+    if (!this.#draining) this.#drain();
+  }
+
+  /** Issues queued operations in order; stops at one that answers a promise until it settles. */
+  #drain(): void {
+    this.#draining = true;
+    while (this.#ops.length > 0) {
+      const op = this.#ops.shift() as Op;
+      let wait: Promise<void> | void;
+      try {
+        wait = op();
+      } catch (err) {
+        // Every op settles its own caller; a throw here is a bug: refuse further writes.
+        this.#setPoison(err);
+        continue;
+      }
+      if (wait !== undefined) {
+        void wait.then(
+          () => this.#drain(),
+          () => this.#drain(),
+        );
+        return;
+      }
+    }
+    this.#draining = false;
+    const idle = this.#idle;
+    this.#idle = [];
+    for (const f of idle) f();
+  }
+
+  /** A failure of a write path: the group's log store refuses writes until it is reopened. */
+  #setPoison(err: unknown): void {
+    if (this.#poison !== null) return;
+    this.#poison = err instanceof SeglogError ? err : fromIo(err, 'write', `raft group ${this.groupId}`);
+    this.#lastId = undefined;
+    this.#version++;
+  }
+
+  /** Records a log operation; the tail settles when it does, and a failure poisons. */
+  #trackLog(p: Promise<void>): void {
+    this.#lastLogOp = p;
+    const settled = p.then(
+      () => undefined,
+      (err: unknown) => this.#setPoison(err),
+    );
+    const prev = this.#logTail;
+    // Log operations complete in issue order; chaining keeps that true of the tail even if a
+    // caller's handler is slow.
+    this.#logTail = Promise.all([prev, settled]).then(() => undefined);
+  }
+
+  /** Settles when every write issued so far is durable (or failed: check `#poison` after). */
+  #earlierDurable(): Promise<void> {
+    return Promise.all([this.#logTail, this.#committedTail]).then(() => undefined);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // append
+
+  async append(entries: Entry[], onFlushed: (err: Error | null) => void): Promise<void> {
+    this.#checkOpen();
+    if (typeof onFlushed !== 'function') throw invalid('onFlushed must be a function');
+    if (!Array.isArray(entries)) throw invalid('entries must be an array');
+    entries.forEach((e, i) => validateEntry(e, `entries[${i}]`));
+    for (const [i, e] of entries.entries()) {
+      if (e.payload.type === 'normal' && e.payload.data.length > this.#maxRecordBytes) {
+        throw new SeglogError('TOO_LARGE', `entries[${i}] holds ${e.payload.data.length} bytes of data, above the limit of ${this.#maxRecordBytes}`, {
+          details: { length: e.payload.data.length, max: this.#maxRecordBytes },
+        });
+      }
+    }
+    // Encoded now: the caller may reuse its buffers once the call returns.
+    const records = entries.map((e) => encodeEntryWith(e, (n) => this.#pool.acquire(n)));
+    for (const [i, r] of records.entries()) {
+      if (r.length > this.#maxRecordBytes) {
+        throw new SeglogError('TOO_LARGE', `entries[${i}] encodes to ${r.length} bytes, above the limit of ${this.#maxRecordBytes}`, {
+          details: { length: r.length, max: this.#maxRecordBytes },
+        });
+      }
+    }
+    const ids = entries.map((e) => cloneLogId(e.logId));
+    const named = entries.map((e) => (e.payload.type === 'normal' && e.payload.payloads !== undefined && e.payload.payloads.length > 0 ? [...e.payload.payloads] : null));
+    const digests = [...new Set(named.flatMap((d) => d ?? []))];
+    const d = deferred<void>();
+
+    if (digests.length === 0) {
+      this.#enqueue(() => this.#issueAppend(records, ids, named, onFlushed, d));
+      return d.promise;
+    }
+    // Seed 002 §5: the payloads must be durable here before the record is accepted. The digests
+    // are counted as named before the check, so that a collection running meanwhile either sees
+    // them named or runs before the check, which then finds the payload gone.
+    this.#index.add(digests);
+    const check = Promise.all(digests.map(async (digest) => ((await this.#payloadPresent(digest)) ? null : digest)));
+    check.catch(() => undefined);
+    this.#enqueue(async () => {
+      try {
+        let missing: (string | null)[];
+        try {
+          missing = await check;
+        } catch (err) {
+          d.reject(fromIo(err, 'check payloads of an append to', `raft group ${this.groupId}`));
+          return;
+        }
+        const absent = missing.find((m) => m !== null);
+        if (absent !== undefined && absent !== null) {
+          const at = named.findIndex((n) => n?.includes(absent) === true);
+          const id = ids[at] as LogId;
+          d.reject(
+            new SeglogError('PAYLOAD_MISSING', `entry ${id.index} names payload ${absent}, which is not durable in this node's payload store`, {
+              details: { group: this.groupId, index: id.index, term: id.leaderId.term, digest: absent },
+            }),
+          );
+          return;
+        }
+        this.#issueAppend(records, ids, named, onFlushed, d);
+      } finally {
+        this.#index.remove(digests);
+      }
+    });
+    return d.promise;
+  }
+
+  #issueAppend(records: Uint8Array[], ids: LogId[], named: (string[] | null)[], onFlushed: (err: Error | null) => void, d: Deferred<void>): void {
+    if (this.#poison !== null) {
+      d.reject(this.#poisoned());
+      return;
+    }
+    const log = this.#log;
+    const first = ids[0];
+    if (first === undefined) {
+      // An empty append: its callback says that everything issued before it is on disk.
+      // Attached to the last issued log operation itself, so that it fires after that one's
+      // callback and before any later append's (callbacks come in call order).
+      this.#lastLogOp.then(
+        () => callBack(onFlushed, null),
+        (err: unknown) => callBack(onFlushed, asError(err)),
+      );
+      d.resolve();
+      return;
+    }
+    const pinned = log.endIndex > log.firstIndex || this.#purged !== null;
+    const expected = pinned ? log.endIndex : first.index;
+    for (let i = 0; i < ids.length; i++) {
+      const index = (ids[i] as LogId).index;
+      if (index !== expected + i) {
+        d.reject(
+          invalid(`entries[${i}] has index ${index} where the log needs ${expected + i} (no holes, no overwrites: truncate first)`, {
+            index,
+            expected: expected + i,
+          }),
+        );
+        return;
+      }
+    }
+    if (!Number.isSafeInteger(expected + ids.length)) {
+      d.reject(invalid('log index would pass 2^53'));
+      return;
+    }
+    this.#version++;
+    if (expected !== log.endIndex) {
+      // A log that never held nor purged an entry takes its first one at any index.
+      this.#trackLog(log.reset(expected));
+    }
+    let staged: { first: number; durable: Promise<void> };
+    try {
+      staged = log.stage(records);
+    } catch (err) {
+      this.#setPoison(err);
+      d.reject(err);
+      return;
+    }
+    if (staged.first !== expected) {
+      this.#setPoison(corrupt(`raft group ${this.groupId}: staged at ${staged.first}, expected ${expected}`));
+      d.reject(this.#poisoned());
+      return;
+    }
+    for (let i = 0; i < named.length; i++) {
+      const digests = named[i];
+      if (digests !== null && digests !== undefined) {
+        this.#names.push(expected + i, digests);
+        this.#index.add(digests);
+      }
+    }
+    this.#lastId = ids[ids.length - 1] as LogId;
+    const early = this.#mistakes.flushBeforeSync === true;
+    if (early) callBack(onFlushed, null);
+    staged.durable.then(
+      () => {
+        for (const r of records) this.#pool.release(r);
+        if (!early) callBack(onFlushed, null);
+      },
+      (err: unknown) => {
+        this.#setPoison(err);
+        if (!early) callBack(onFlushed, asError(err));
+      },
+    );
+    this.#trackLog(staged.durable);
+    d.resolve();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // truncate, purge
+
+  truncate(logId: LogId): Promise<void> {
+    try {
+      this.#checkOpen();
+      validateLogId(logId);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const index = logId.index;
+    const d = deferred<void>();
+    this.#enqueue(() => {
+      if (this.#poison !== null) return d.reject(this.#poisoned());
+      const purged = this.#purged;
+      if (purged !== null && index <= purged.index) {
+        return d.reject(invalid(`cannot truncate at ${index}: entries up to ${purged.index} are purged`, { index, purged: purged.index }));
+      }
+      const log = this.#log;
+      if (index >= log.endIndex) return d.resolve();
+      const at = Math.max(index, log.firstIndex);
+      const removed = this.#names.takeFrom(at);
+      this.#version++;
+      this.#lastId = undefined;
+      const p = log.truncateAfter(at);
+      this.#trackLog(p);
+      p.then(
+        () => {
+          // Only now, with the cut durable, may the payloads these records named be collected.
+          for (const digests of removed) this.#index.remove(digests);
+          d.resolve();
+        },
+        (err: unknown) => d.reject(err),
+      );
+      return undefined;
+    });
+    return d.promise;
+  }
+
+  purge(logId: LogId): Promise<void> {
+    try {
+      this.#checkOpen();
+      validateLogId(logId);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const id = cloneLogId(logId);
+    const index = id.index;
+    const d = deferred<void>();
+    this.#enqueue(async () => {
+      if (this.#poison !== null) return d.reject(this.#poisoned());
+      const purged = this.#purged;
+      if (purged !== null && index <= purged.index) return d.resolve(); // the purged id never goes back
+      const log = this.#log;
+      if (log.endIndex > log.firstIndex && index + 1 < log.firstIndex) {
+        // Only in a log whose first append came at an arbitrary index: (purged, first) would be a hole.
+        return d.reject(invalid(`cannot purge at ${index}: the log starts at ${log.firstIndex}, so that would leave a hole`, { index, first: log.firstIndex }));
+      }
+      // A barrier: every earlier write durable, then the purged id durable, before any entry goes.
+      await this.#earlierDurable();
+      if (this.#poison !== null) return d.reject(this.#poisoned());
+      if (this.#mistakes.dropBeforePurgedId === true && index + 1 <= log.endIndex && log.endIndex > log.firstIndex) await log.dropBefore(index + 1);
+      try {
+        await this.#purgedCell.write(encodeOptionalLogId(id));
+      } catch (err) {
+        this.#setPoison(err);
+        return d.reject(err);
+      }
+      this.#purged = id;
+      this.#version++;
+      this.#lastId = undefined;
+      const removed = this.#names.takeThrough(index);
+      const next = index + 1;
+      let p: Promise<void>;
+      if (log.endIndex <= log.firstIndex) p = log.firstIndex === next ? resolved : log.reset(next);
+      else if (next > log.endIndex) p = log.reset(next);
+      else p = log.dropBefore(next);
+      this.#trackLog(p);
+      p.then(
+        () => {
+          for (const digests of removed) this.#index.remove(digests);
+          d.resolve();
+        },
+        (err: unknown) => d.reject(err),
+      );
+      // Later writes may issue now: the segmented log orders them after the drop.
+      return undefined;
+    });
+    return d.promise;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // vote, committed
+
+  saveVote(vote: Vote): Promise<void> {
+    try {
+      this.#checkOpen();
+      validateVote(vote);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const v = cloneVote(vote);
+    const bytes = encodeVote(v);
+    const d = deferred<void>();
+    this.#enqueue(async () => {
+      if (this.#poison !== null) return d.reject(this.#poisoned());
+      // A barrier: after every earlier write, before every later one.
+      if (this.#mistakes.voteNotBarrier !== true) await this.#earlierDurable();
+      if (this.#poison !== null) return d.reject(this.#poisoned());
+      try {
+        await this.#voteCell.write(bytes);
+      } catch (err) {
+        this.#setPoison(err);
+        return d.reject(err);
+      }
+      this.#vote = v;
+      d.resolve();
+      return undefined;
+    });
+    return d.promise;
+  }
+
+  async readVote(): Promise<Vote | null> {
+    this.#checkOpen();
+    return this.#vote === null ? null : cloneVote(this.#vote);
+  }
+
+  saveCommitted(committed: LogId | null): Promise<void> {
+    try {
+      this.#checkOpen();
+      validateOptionalLogId(committed, 'committed');
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const c = cloneOptionalLogId(committed);
+    const bytes = encodeOptionalLogId(c);
+    const d = deferred<void>();
+    this.#enqueue(() => {
+      if (this.#poison !== null) return d.reject(this.#poisoned());
+      // After every earlier log write is durable (a committed id never points past the durable
+      // log), but later appends do not wait for it: see the module header.
+      const logTail = this.#mistakes.committedBeforeLog === true ? resolved : this.#logTail;
+      const run = this.#committedTail
+        .then(() => logTail)
+        .then(async () => {
+          if (this.#poison !== null) throw this.#poisoned();
+          try {
+            await this.#committedCell.write(bytes);
+          } catch (err) {
+            this.#setPoison(err);
+            throw err;
+          }
+          this.#committed = c;
+        });
+      this.#committedTail = run.catch(() => undefined);
+      run.then(d.resolve, d.reject);
+      return undefined;
+    });
+    return d.promise;
+  }
+
+  async readCommitted(): Promise<LogId | null> {
+    this.#checkOpen();
+    return cloneOptionalLogId(this.#committed);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Reading
+
+  /** The first index a read may answer: past the purged id and the log's first record. */
+  #low(): number {
+    return Math.max(this.#log.firstIndex, this.#purged === null ? 0 : this.#purged.index + 1);
+  }
+
+  /** Every read of the segmented log goes through here (the record pool must know about it). */
+  async #read(from: number, limit: number, maxBytes?: number): Promise<Uint8Array[]> {
+    this.#pool.readStarted();
+    try {
+      return await this.#log.read(from, limit, maxBytes);
+    } finally {
+      this.#pool.readEnded();
+    }
+  }
+
+  #decode(record: Uint8Array, index: number): Entry {
+    const e = decodeEntry(record);
+    if (e.logId.index !== index) {
+      throw corrupt(`raft group ${this.groupId}: record ${index} holds the entry of index ${e.logId.index}`, { group: this.groupId, index });
+    }
+    return e;
+  }
+
+  async getLogState(): Promise<LogState> {
+    this.#checkOpen();
+    const purged = cloneOptionalLogId(this.#purged);
+    if (this.#lastId !== undefined) return { lastPurgedLogId: purged, lastLogId: cloneOptionalLogId(this.#lastId ?? purged) };
+    // The last record is read from the log; a write issued meanwhile (a truncate, a purge) makes
+    // the answer stale, so it is read again (a few times at most: then the answer of the last
+    // read is as good as any, since the call overlapped writes).
+    for (let attempt = 0; ; attempt++) {
+      const version = this.#version;
+      const lo = this.#low();
+      const end = this.#log.endIndex;
+      let last: LogId | null = cloneOptionalLogId(this.#purged);
+      if (end > lo) {
+        let rec: Uint8Array | undefined;
+        try {
+          rec = (await this.#read(end - 1, 1))[0];
+        } catch (err) {
+          if (!(err instanceof SeglogError && err.code === 'INVALID' && version !== this.#version && attempt < 8)) throw err;
+          continue; // purged meanwhile
+        }
+        if (rec === undefined) {
+          if (version !== this.#version && attempt < 8) continue;
+          throw corrupt(`raft group ${this.groupId}: record ${end - 1} cannot be read`);
+        }
+        last = decodeEntryLogId(rec);
+        if (last.index !== end - 1) throw corrupt(`raft group ${this.groupId}: record ${end - 1} holds the entry of index ${last.index}`);
+      }
+      if (version === this.#version) this.#lastId = end > lo ? last : null; // cached; null: "no entry above the purged id"
+      if (version === this.#version || attempt >= 8) return { lastPurgedLogId: cloneOptionalLogId(this.#purged), lastLogId: last };
+    }
+  }
+
+  async getLogReader(): Promise<RaftLogReader> {
+    this.#checkOpen();
+    return {
+      tryGetLogEntries: (start, end) => this.tryGetLogEntries(start, end),
+      limitedGetLogEntries: (start, end) => this.limitedGetLogEntries(start, end),
+    };
+  }
+
+  async tryGetLogEntries(start: number, end: number): Promise<Entry[]> {
+    this.#checkOpen();
+    validateRange(start, end);
+    const out: Entry[] = [];
+    let from = Math.max(start, this.#low());
+    while (from < end) {
+      const stop = Math.min(end, this.#log.endIndex);
+      if (from >= stop || from < this.#low()) break;
+      let recs: Uint8Array[];
+      try {
+        recs = await this.#read(from, Math.min(stop - from, READ_CHUNK_ENTRIES), READ_CHUNK_BYTES);
+      } catch (err) {
+        // Purged while reading: what follows is not contiguous with what was read.
+        if (err instanceof SeglogError && err.code === 'INVALID') break;
+        throw err;
+      }
+      if (recs.length === 0) break;
+      for (const r of recs) out.push(this.#decode(r, from++));
+    }
+    return out;
+  }
+
+  async limitedGetLogEntries(start: number, end: number): Promise<Entry[]> {
+    this.#checkOpen();
+    validateRange(start, end);
+    const from = Math.max(start, this.#low());
+    const stop = Math.min(end, this.#log.endIndex);
+    if (from >= stop) return [];
+    let recs: Uint8Array[];
+    try {
+      recs = await this.#read(from, Math.min(stop - from, this.#maxReadEntries), this.#maxReadBytes);
+    } catch (err) {
+      if (err instanceof SeglogError && err.code === 'INVALID' && from < this.#low()) return this.limitedGetLogEntries(start, end);
+      throw err;
+    }
+    return recs.map((r, i) => this.#decode(r, from + i));
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Lifecycle
+
+  /** True once a write failed; every later write rejects with POISONED. */
+  get isPoisoned(): boolean {
+    return this.#poison !== null;
+  }
+
+  /**
+   * Waits for every queued write to issue and every issued one to be durable (flush callbacks
+   * fire), then closes the segmented log and the cells. Idempotent.
+   */
+  close(): Promise<void> {
+    if (this.#closing === null) {
+      this.#closing = (async () => {
+        if (this.#draining || this.#ops.length > 0) await new Promise<void>((r) => this.#idle.push(r));
+        await this.#earlierDurable();
+        let failure: unknown = null;
+        await this.#log.close().catch((err: unknown) => {
+          failure ??= err;
+        });
+        for (const cell of [this.#voteCell, this.#committedCell, this.#purgedCell]) {
+          await cell.close().catch((err: unknown) => {
+            failure ??= err;
+          });
+        }
+        if (failure !== null && this.#poison === null) throw failure;
+      })();
+    }
+    return this.#closing;
+  }
+}

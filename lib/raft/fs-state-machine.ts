@@ -1,0 +1,726 @@
+// File-system Raft state machine: the durable machinery around an application plugin, for one group.
+//
+// Owns: `openFsStateMachine` and `FsStateMachine` — the applied position and stored membership,
+// the applied journal (a segmented log of the entries applied after the current snapshot), and
+// snapshots as files (`sm/snapshots/snap-<seq>.snap`, the stream format of
+// lib/raft/snapshot-format.ts). Guarantees (argued in docs/raft-store.md, "Crash safety"):
+// - The durable state is *current snapshot + journal*: `apply` resolves after the journal records
+//   of its entries are durable, so a reopen rebuilds exactly the applied position, the
+//   membership and the plugin state (snapshot restored, journal entries after it replayed).
+// - A snapshot file is written to a temporary name, fdatasynced, renamed to `snap-<seq>.snap`
+//   and the directory synced: the highest sequence number is the current snapshot, so the
+//   rename is the commit point of a build and of an install. Sequence numbers are taken when a
+//   builder captures its view (or when an install commits), so a newer state always has a higher
+//   number: a build whose view is older than the current snapshot never becomes current.
+// - `installSnapshot` verifies the whole stream (plugin name, metadata, checksum) by restoring it
+//   into a fresh plugin before the rename; it refuses a snapshot ending before the applied
+//   position, so every journaled entry is at or below an installed snapshot, and replay skips
+//   journal entries at or below the current snapshot: the install needs no second commit point.
+// - Snapshot bytes are streamed in and out in bounded chunks, never held whole.
+// - A failed write or sync that leaves the disk state unknown poisons the state machine
+//   (POISONED) until the node is reopened.
+
+import { randomBytes } from 'node:crypto';
+import * as path from 'node:path';
+
+import type { FdCache, SegmentedLog } from '../../segments/index.js';
+import { openSegmentedLog } from '../../segments/index.js';
+import { SeglogError, closed, corrupt, fromIo, invalid, poisoned } from '../errors.js';
+import type { FileHandle, FileSystem } from '../fs/types.js';
+import { decodeEntry, encodeEntry } from './codec.js';
+import { parseSnapshotFileName, parseSnapshotTempName, snapshotFileName, snapshotTempName } from './fs-layout.js';
+import type { PluginReply, StateMachinePlugin, StateMachinePluginFactory } from './plugin.js';
+import { BufferedFileWriter, FileStream } from './snapshot-files.js';
+import { encodeSnapshotHeader, readSnapshotStream, writeSnapshotStream } from './snapshot-format.js';
+import {
+  cloneLogId,
+  cloneOptionalLogId,
+  cloneSnapshotMeta,
+  cloneStoredMembership,
+  emptyStoredMembership,
+  validateEntry,
+  validateSnapshotMeta,
+  type Entry,
+  type LogId,
+  type RaftSnapshotBuilder,
+  type RaftStateMachine,
+  type Snapshot,
+  type SnapshotMeta,
+  type SnapshotSink,
+  type StoredMembership,
+} from './types.js';
+
+/** Journal records replayed per read at open. */
+const REPLAY_CHUNK_ENTRIES = 256;
+const REPLAY_CHUNK_BYTES = 8 * 1024 * 1024;
+
+/** A stretch of the journal whose Raft indices are consecutive: journal `j + k` holds Raft index `r + k`. */
+interface Run {
+  j: number;
+  r: number;
+  n: number;
+}
+
+interface CurrentSnapshot {
+  seq: number;
+  meta: SnapshotMeta;
+  file: string;
+}
+
+export interface FsStateMachineOptions<P extends StateMachinePlugin<unknown>> {
+  groupId: string;
+  /** The group's `sm/` directory (holding `journal/` and `snapshots/`). */
+  dir: string;
+  fs: FileSystem;
+  plugin: StateMachinePluginFactory<P>;
+  segmentBytes?: number;
+  fdCache?: FdCache;
+  maxRecordBytes: number;
+}
+
+/**
+ * Reads a snapshot stream into a fresh plugin: checks the plugin name (INVALID), the embedded
+ * metadata against `expect` when given (INVALID), restores, and checks the end marker, the
+ * checksum and that the plugin read everything (CORRUPT) before answering.
+ */
+async function restoreSnapshot<P extends StateMachinePlugin<unknown>>(
+  factory: StateMachinePluginFactory<P>,
+  source: AsyncIterable<Uint8Array>,
+  expect: SnapshotMeta | null,
+): Promise<{ plugin: P; meta: SnapshotMeta }> {
+  const plugin = factory();
+  const reader = await readSnapshotStream(source);
+  if (reader.header.plugin !== plugin.name) {
+    throw invalid(`snapshot was written by plugin ${JSON.stringify(reader.header.plugin)}, this state machine runs ${JSON.stringify(plugin.name)}`);
+  }
+  if (expect !== null) {
+    const want = encodeSnapshotHeader({ plugin: plugin.name, meta: expect });
+    const got = encodeSnapshotHeader(reader.header);
+    if (Buffer.compare(want, got) !== 0) throw invalid('snapshot bytes carry other metadata than the meta given to installSnapshot');
+  }
+  try {
+    await plugin.restore(reader.body);
+  } catch (err) {
+    // A restore that failed on damaged framing reports the framing; anything else passes through.
+    await reader.finish();
+    throw err;
+  }
+  const { leftover } = await reader.finish();
+  if (leftover > 0) throw corrupt(`plugin ${plugin.name} left ${leftover} snapshot bytes unread`);
+  return { plugin, meta: reader.header.meta };
+}
+
+function snapshotIdFor(lastLogId: LogId | null, seq: number): string {
+  const at = lastLogId === null ? 'none' : `${lastLogId.leaderId.term}-${lastLogId.leaderId.nodeId}-${lastLogId.index}`;
+  return `${at}-${seq}`;
+}
+
+/** A sink streaming a received snapshot into a temporary file. */
+class FsSnapshotSink implements SnapshotSink {
+  used = false;
+  #tail: Promise<void> = Promise.resolve();
+  #failed: unknown = null;
+
+  constructor(
+    readonly file: string,
+    readonly handle: FileHandle,
+    readonly writer: BufferedFileWriter,
+    private readonly isClosed: () => boolean,
+  ) {}
+
+  write(chunk: Uint8Array): Promise<void> {
+    if (this.isClosed()) return Promise.reject(closed('raft state machine'));
+    if (this.used) return Promise.reject(invalid('this snapshot sink was installed already'));
+    if (!(chunk instanceof Uint8Array)) return Promise.reject(invalid('a snapshot chunk must be a Uint8Array'));
+    // Writes run one after another, in call order; each copies its chunk before it resolves.
+    const run = this.#tail.then(async () => {
+      if (this.#failed !== null) throw this.#failed;
+      try {
+        await this.writer.write(chunk);
+      } catch (err) {
+        this.#failed = err;
+        throw err;
+      }
+    });
+    this.#tail = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Waits for the writes, flushes; answers the file's size. */
+  async finish(): Promise<number> {
+    await this.#tail;
+    if (this.#failed !== null) throw this.#failed;
+    await this.writer.flush();
+    return this.writer.size;
+  }
+}
+
+/** Opens (recovers) the state machine stored under `options.dir`. */
+export async function openFsStateMachine<P extends StateMachinePlugin<unknown>>(options: FsStateMachineOptions<P>): Promise<FsStateMachine<P>> {
+  const { fs, dir } = options;
+  const snapDir = path.join(dir, 'snapshots');
+  const journalDir = path.join(dir, 'journal');
+  try {
+    await fs.mkdir(snapDir);
+  } catch (err) {
+    throw fromIo(err, 'create directory', snapDir);
+  }
+  let names: string[];
+  try {
+    names = await fs.readdir(snapDir);
+  } catch (err) {
+    throw fromIo(err, 'list', snapDir);
+  }
+  let maxSeq = -1;
+  let currentSeq = -1;
+  for (const n of names) {
+    const s = parseSnapshotFileName(n) ?? parseSnapshotTempName(n);
+    if (s !== null) maxSeq = Math.max(maxSeq, s);
+    const snap = parseSnapshotFileName(n);
+    if (snap !== null) currentSeq = Math.max(currentSeq, snap);
+  }
+
+  // The newest snapshot (seed 002 §6.3): restored into a fresh plugin, checked end to end.
+  let plugin: P;
+  let current: CurrentSnapshot | null = null;
+  if (currentSeq >= 0) {
+    const file = path.join(snapDir, snapshotFileName(currentSeq));
+    let handle: FileHandle;
+    try {
+      handle = await fs.open(file, 'read');
+    } catch (err) {
+      throw fromIo(err, 'open snapshot', file);
+    }
+    const stream = new FileStream(handle, await handle.size().catch((err: unknown) => Promise.reject(fromIo(err, 'stat', file))));
+    try {
+      const restored = await restoreSnapshot(options.plugin, stream, null);
+      plugin = restored.plugin;
+      current = { seq: currentSeq, meta: restored.meta, file };
+    } catch (err) {
+      if (err instanceof SeglogError && err.code === 'CORRUPT') {
+        throw corrupt(`raft group ${JSON.stringify(options.groupId)}: snapshot ${file} is damaged: ${err.message}`, { group: options.groupId, file });
+      }
+      throw err;
+    } finally {
+      await stream.close();
+    }
+  } else {
+    plugin = options.plugin();
+  }
+  // Every other snapshot file and every temporary one is garbage now (a newer one is durable).
+  for (const n of names) {
+    const snap = parseSnapshotFileName(n);
+    if ((snap !== null && snap !== currentSeq) || parseSnapshotTempName(n) !== null) {
+      await fs.unlink(path.join(snapDir, n)).catch(() => undefined);
+    }
+  }
+
+  const journal = await openSegmentedLog(journalDir, {
+    fs,
+    segmentBytes: options.segmentBytes,
+    fdCache: options.fdCache,
+    maxRecordBytes: options.maxRecordBytes,
+  });
+  try {
+    const sm = new FsStateMachine<P>(options, snapDir, journal, plugin, current, maxSeq + 1);
+    await sm.replayJournal();
+    return sm;
+  } catch (err) {
+    await journal.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+/**
+ * The state machine of one group on the file system. See {@link RaftStateMachine} for the
+ * contract of every method and the module header for what is durable when.
+ */
+export class FsStateMachine<P extends StateMachinePlugin<unknown>> implements RaftStateMachine<PluginReply<P> | null> {
+  readonly groupId: string;
+  readonly #fs: FileSystem;
+  readonly #factory: StateMachinePluginFactory<P>;
+  readonly #snapDir: string;
+  readonly #journal: SegmentedLog;
+  readonly #maxRecordBytes: number;
+  #plugin: P;
+  #applied: LogId | null = null;
+  #membership: StoredMembership = emptyStoredMembership();
+  #current: CurrentSnapshot | null;
+  #nextSeq: number;
+  #runs: Run[] = [];
+  #broken: SeglogError | null = null;
+  #closing: Promise<void> | null = null;
+  /** Set while an install commits (and while calls queued behind it run): later calls wait. */
+  #gate: Promise<void> | null = null;
+  readonly #sinks = new Set<FsSnapshotSink>();
+  readonly #streams = new Set<FileStream>();
+  readonly #building = new Set<Promise<unknown>>();
+
+  /** @internal: use openFsStateMachine. */
+  constructor(options: FsStateMachineOptions<P>, snapDir: string, journal: SegmentedLog, plugin: P, current: CurrentSnapshot | null, nextSeq: number) {
+    this.groupId = options.groupId;
+    this.#fs = options.fs;
+    this.#factory = options.plugin;
+    this.#snapDir = snapDir;
+    this.#journal = journal;
+    this.#maxRecordBytes = options.maxRecordBytes;
+    this.#plugin = plugin;
+    this.#current = current;
+    this.#nextSeq = nextSeq;
+    if (current !== null) {
+      this.#applied = cloneOptionalLogId(current.meta.lastLogId);
+      this.#membership = cloneStoredMembership(current.meta.lastMembership);
+    }
+  }
+
+  /** The plugin instance holding the current state (replaced by every install). */
+  get plugin(): P {
+    return this.#plugin;
+  }
+
+  /** @internal Replays the journal after the current snapshot (open only). */
+  async replayJournal(): Promise<void> {
+    const j = this.#journal;
+    const skipThrough = this.#current?.meta.lastLogId?.index ?? -1;
+    let at = j.firstIndex;
+    let cut = at;
+    while (at < j.endIndex) {
+      const recs = await j.read(at, REPLAY_CHUNK_ENTRIES, REPLAY_CHUNK_BYTES);
+      if (recs.length === 0) break;
+      for (const rec of recs) {
+        const entry = decodeEntry(rec);
+        const index = entry.logId.index;
+        const last = this.#runs[this.#runs.length - 1];
+        if (last !== undefined && index <= last.r + last.n - 1) {
+          throw corrupt(`raft group ${JSON.stringify(this.groupId)}: applied journal holds index ${index} after ${last.r + last.n - 1}`, {
+            group: this.groupId,
+            index,
+          });
+        }
+        this.#pushRun(at, index);
+        if (index <= skipThrough) cut = at + 1;
+        else this.#applyOne(entry);
+        at++;
+      }
+    }
+    // Entries the current snapshot covers are left by an interrupted build or install: drop them.
+    if (cut > j.firstIndex) {
+      await j.dropBefore(cut);
+      this.#trimRuns(cut);
+    }
+  }
+
+  #pushRun(j: number, r: number): void {
+    const last = this.#runs[this.#runs.length - 1];
+    if (last !== undefined && last.j + last.n === j && last.r + last.n === r) last.n++;
+    else this.#runs.push({ j, r, n: 1 });
+  }
+
+  /** The first journal index whose entry is after Raft index `through`. */
+  #journalCut(through: number): number {
+    for (const run of this.#runs) {
+      if (run.r + run.n - 1 <= through) continue;
+      if (run.r > through) return run.j;
+      return run.j + (through - run.r + 1);
+    }
+    return this.#journal.endIndex;
+  }
+
+  #trimRuns(cut: number): void {
+    while (this.#runs.length > 0) {
+      const run = this.#runs[0] as Run;
+      if (run.j + run.n <= cut) {
+        this.#runs.shift();
+        continue;
+      }
+      if (run.j < cut) {
+        const k = cut - run.j;
+        run.j += k;
+        run.r += k;
+        run.n -= k;
+      }
+      break;
+    }
+  }
+
+  #check(): void {
+    if (this.#closing !== null) throw closed(`raft state machine of group ${JSON.stringify(this.groupId)}`);
+    if (this.#broken !== null) throw this.#broken;
+  }
+
+  #poison(err: unknown): SeglogError {
+    if (this.#broken === null) {
+      this.#broken = poisoned(`raft state machine of group ${JSON.stringify(this.groupId)}`, err);
+    }
+    return err instanceof SeglogError ? err : fromIo(err, 'write', `raft state machine of group ${this.groupId}`);
+  }
+
+  /** Runs `fn` now, or, while an install commits, after it (and after calls queued before). */
+  #gated<T>(fn: () => T | Promise<T>): T | Promise<T> {
+    if (this.#gate === null) return fn();
+    return this.#enqueueGated(fn);
+  }
+
+  #enqueueGated<T>(fn: () => T | Promise<T>): Promise<T> {
+    const prev = this.#gate ?? Promise.resolve();
+    const run = prev.then(fn);
+    const next = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#gate = next;
+    void next.then(() => {
+      if (this.#gate === next) this.#gate = null;
+    });
+    return run;
+  }
+
+  async appliedState(): Promise<[LogId | null, StoredMembership]> {
+    this.#check();
+    return [cloneOptionalLogId(this.#applied), cloneStoredMembership(this.#membership)];
+  }
+
+  #applyOne(entry: Entry): PluginReply<P> | null {
+    const p = entry.payload;
+    let reply: PluginReply<P> | null = null;
+    if (p.type === 'normal') {
+      try {
+        reply = this.#plugin.apply({ logId: cloneLogId(entry.logId), data: p.data, payloads: p.payloads ?? [] }) as PluginReply<P>;
+      } catch (err) {
+        this.#broken = new SeglogError('POISONED', `state machine plugin ${this.#plugin.name} threw at ${entry.logId.index}; reopen`, { cause: err });
+        throw this.#broken;
+      }
+    } else if (p.type === 'membership') {
+      this.#membership = { logId: cloneLogId(entry.logId), membership: p.membership };
+    }
+    this.#applied = cloneLogId(entry.logId);
+    return reply;
+  }
+
+  async apply(entries: Entry[]): Promise<(PluginReply<P> | null)[]> {
+    this.#check();
+    if (!Array.isArray(entries)) throw invalid('entries must be an array');
+    entries.forEach((e, i) => validateEntry(e, `entries[${i}]`));
+    const records = entries.map(encodeEntry);
+    records.forEach((r, i) => {
+      // Refused before anything is applied: the journal could not take it.
+      if (r.length > this.#maxRecordBytes) {
+        throw new SeglogError('TOO_LARGE', `entries[${i}] encodes to ${r.length} bytes, above the limit of ${this.#maxRecordBytes}`, {
+          details: { length: r.length, max: this.#maxRecordBytes },
+        });
+      }
+    });
+    return this.#gated(() => this.#applyNow(records));
+  }
+
+  #applyNow(records: Uint8Array[]): Promise<(PluginReply<P> | null)[]> {
+    this.#check();
+    const decoded = records.map(decodeEntry); // the state never shares memory with the caller
+    let prev = this.#applied;
+    decoded.forEach((e, i) => {
+      if (prev !== null && e.logId.index <= prev.index) {
+        throw invalid(`entries[${i}] has index ${e.logId.index}, not after ${prev.index} (an entry is applied once)`, { index: e.logId.index });
+      }
+      prev = e.logId;
+    });
+    const replies: (PluginReply<P> | null)[] = [];
+    let applied = 0;
+    let failure: unknown = null;
+    for (const e of decoded) {
+      try {
+        replies.push(this.#applyOne(e));
+      } catch (err) {
+        failure = err;
+        break;
+      }
+      applied++;
+    }
+    // Journal what was applied (and only that): a reopen replays exactly these.
+    let durable: Promise<void> = Promise.resolve();
+    if (applied > 0) {
+      let staged: { first: number; durable: Promise<void> };
+      try {
+        staged = this.#journal.stage(records.slice(0, applied));
+      } catch (err) {
+        throw this.#poison(err);
+      }
+      for (let k = 0; k < applied; k++) this.#pushRun(staged.first + k, (decoded[k] as Entry).logId.index);
+      durable = staged.durable;
+    }
+    if (failure !== null) {
+      durable.catch(() => undefined);
+      throw failure;
+    }
+    return durable.then(
+      () => replies,
+      (err: unknown) => {
+        throw this.#poison(err);
+      },
+    );
+  }
+
+  async getSnapshotBuilder(): Promise<RaftSnapshotBuilder> {
+    this.#check();
+    return this.#gated(() => this.#capture());
+  }
+
+  #capture(): RaftSnapshotBuilder {
+    this.#check();
+    // The view is taken now, synchronously: applies that follow do not leak into it. Its sequence
+    // number is taken now too, so that a later view (a newer state) always has a higher one.
+    const lastLogId = cloneOptionalLogId(this.#applied);
+    const lastMembership = cloneStoredMembership(this.#membership);
+    const pluginName = this.#plugin.name;
+    const view = this.#plugin.capture();
+    const seq = this.#nextSeq++;
+    let used = false;
+    return {
+      buildSnapshot: async (): Promise<Snapshot> => {
+        if (used) throw invalid('a snapshot builder builds one snapshot');
+        used = true;
+        this.#check();
+        const run = this.#build(seq, { lastLogId, lastMembership, snapshotId: snapshotIdFor(lastLogId, seq) }, pluginName, view);
+        this.#building.add(run);
+        try {
+          return await run;
+        } finally {
+          this.#building.delete(run);
+        }
+      },
+    };
+  }
+
+  async #build(seq: number, meta: SnapshotMeta, pluginName: string, view: AsyncIterable<Uint8Array>): Promise<Snapshot> {
+    const fs = this.#fs;
+    const temp = path.join(this.#snapDir, snapshotTempName(seq, randomBytes(8).toString('hex')));
+    const file = path.join(this.#snapDir, snapshotFileName(seq));
+    let handle: FileHandle;
+    try {
+      handle = await fs.open(temp, 'create-exclusive');
+    } catch (err) {
+      throw fromIo(err, 'create snapshot', temp);
+    }
+    try {
+      const writer = new BufferedFileWriter(handle);
+      for await (const chunk of writeSnapshotStream({ plugin: pluginName, meta }, view)) await writer.write(chunk);
+      await writer.flush();
+      try {
+        await handle.datasync();
+      } catch (err) {
+        throw fromIo(err, 'sync snapshot', temp);
+      }
+    } catch (err) {
+      await handle.close().catch(() => undefined);
+      await fs.unlink(temp).catch(() => undefined);
+      throw err;
+    }
+    await handle.close().catch(() => undefined);
+    try {
+      await fs.rename(temp, file);
+    } catch (err) {
+      await fs.unlink(temp).catch(() => undefined);
+      throw fromIo(err, 'rename snapshot', file);
+    }
+    try {
+      await fs.syncDir(this.#snapDir);
+    } catch (err) {
+      // The rename may or may not be durable: the current snapshot is not known any more.
+      throw this.#poison(fromIo(err, 'sync directory', this.#snapDir));
+    }
+    // The stream handed back reads through a handle opened now, so it outlives a deletion.
+    const data = await this.#openStream(file);
+    const current = this.#current;
+    if (current === null || seq > current.seq) {
+      this.#current = { seq, meta: cloneSnapshotMeta(meta), file };
+      await this.#dropJournalThrough(meta.lastLogId);
+      await this.#removeSnapshotsBelow(seq);
+    } else {
+      // A newer snapshot became current while this one was written: this one is not kept.
+      await fs.unlink(file).catch(() => undefined);
+    }
+    return { meta: cloneSnapshotMeta(meta), data };
+  }
+
+  /** Drops the journal entries a current snapshot covers (no longer needed to rebuild the state). */
+  async #dropJournalThrough(lastLogId: LogId | null): Promise<void> {
+    if (lastLogId === null) return;
+    const cut = this.#journalCut(lastLogId.index);
+    if (cut <= this.#journal.firstIndex) return;
+    this.#trimRuns(cut);
+    try {
+      await this.#journal.dropBefore(cut);
+    } catch (err) {
+      throw this.#poison(err);
+    }
+  }
+
+  /** Unlinks snapshot files older than `seq` (no directory sync: open removes any that come back). */
+  async #removeSnapshotsBelow(seq: number): Promise<void> {
+    let names: string[];
+    try {
+      names = await this.#fs.readdir(this.#snapDir);
+    } catch {
+      return;
+    }
+    for (const n of names) {
+      const s = parseSnapshotFileName(n);
+      if (s !== null && s < seq) await this.#fs.unlink(path.join(this.#snapDir, n)).catch(() => undefined);
+    }
+  }
+
+  async #openStream(file: string): Promise<FileStream> {
+    let handle: FileHandle;
+    try {
+      handle = await this.#fs.open(file, 'read');
+    } catch (err) {
+      throw fromIo(err, 'open snapshot', file);
+    }
+    let size: number;
+    try {
+      size = await handle.size();
+    } catch (err) {
+      await handle.close().catch(() => undefined);
+      throw fromIo(err, 'stat snapshot', file);
+    }
+    const stream = new FileStream(handle, size, { onClose: (s) => this.#streams.delete(s) });
+    this.#streams.add(stream);
+    return stream;
+  }
+
+  async beginReceivingSnapshot(): Promise<SnapshotSink> {
+    this.#check();
+    const temp = path.join(this.#snapDir, snapshotTempName(this.#nextSeq, randomBytes(8).toString('hex')));
+    let handle: FileHandle;
+    try {
+      handle = await this.#fs.open(temp, 'create-exclusive');
+    } catch (err) {
+      throw fromIo(err, 'create snapshot', temp);
+    }
+    const sink = new FsSnapshotSink(temp, handle, new BufferedFileWriter(handle), () => this.#closing !== null);
+    this.#sinks.add(sink);
+    return sink;
+  }
+
+  async #discardSink(sink: FsSnapshotSink): Promise<void> {
+    this.#sinks.delete(sink);
+    await sink.handle.close().catch(() => undefined);
+    await this.#fs.unlink(sink.file).catch(() => undefined);
+  }
+
+  #behind(meta: SnapshotMeta): SeglogError | null {
+    const applied = this.#applied;
+    if (applied !== null && (meta.lastLogId === null || meta.lastLogId.index < applied.index)) {
+      // A snapshot behind the applied position would replay applied entries (openraft never sends
+      // one). Refusing it keeps every journaled entry at or below the installed snapshot, which is
+      // what makes the install's rename its only commit point.
+      return invalid(`snapshot ends at ${meta.lastLogId?.index ?? 'nothing'}, behind the applied ${applied.index}`);
+    }
+    return null;
+  }
+
+  async installSnapshot(meta: SnapshotMeta, sink: SnapshotSink): Promise<void> {
+    this.#check();
+    validateSnapshotMeta(meta);
+    if (!(sink instanceof FsSnapshotSink) || !this.#sinks.has(sink)) throw invalid('installSnapshot needs a sink from this state machine');
+    if (sink.used) throw invalid('this snapshot sink was installed already');
+    const behind = this.#behind(meta);
+    if (behind !== null) throw behind;
+    sink.used = true;
+    const want = cloneSnapshotMeta(meta);
+    let plugin: P;
+    try {
+      const size = await sink.finish();
+      // Verify everything (and build the new state) before anything changes.
+      const stream = new FileStream(sink.handle, size, { closeHandle: false });
+      ({ plugin } = await restoreSnapshot(this.#factory, stream, want));
+      try {
+        await sink.handle.datasync();
+      } catch (err) {
+        throw fromIo(err, 'sync snapshot', sink.file);
+      }
+    } catch (err) {
+      await this.#discardSink(sink);
+      throw err;
+    }
+    this.#sinks.delete(sink);
+    await sink.handle.close().catch(() => undefined);
+    return this.#enqueueGated(() => this.#commitInstall(want, plugin, sink.file));
+  }
+
+  async #commitInstall(meta: SnapshotMeta, plugin: P, temp: string): Promise<void> {
+    try {
+      this.#check();
+      const behind = this.#behind(meta); // applies may have run while the stream was verified
+      if (behind !== null) throw behind;
+    } catch (err) {
+      await this.#fs.unlink(temp).catch(() => undefined);
+      throw err;
+    }
+    const seq = this.#nextSeq++;
+    const file = path.join(this.#snapDir, snapshotFileName(seq));
+    try {
+      await this.#fs.rename(temp, file);
+    } catch (err) {
+      await this.#fs.unlink(temp).catch(() => undefined);
+      throw fromIo(err, 'rename snapshot', file);
+    }
+    try {
+      await this.#fs.syncDir(this.#snapDir);
+    } catch (err) {
+      throw this.#poison(fromIo(err, 'sync directory', this.#snapDir));
+    }
+    // Committed: the state is the snapshot's.
+    this.#plugin = plugin;
+    this.#applied = cloneOptionalLogId(meta.lastLogId);
+    this.#membership = cloneStoredMembership(meta.lastMembership);
+    this.#current = { seq, meta, file };
+    // Every journaled entry is at or below the snapshot (the behind check): all of it goes.
+    const end = this.#journal.endIndex;
+    this.#runs = [];
+    if (end > this.#journal.firstIndex) {
+      try {
+        await this.#journal.dropBefore(end);
+      } catch (err) {
+        throw this.#poison(err);
+      }
+    }
+    await this.#removeSnapshotsBelow(seq);
+  }
+
+  async getCurrentSnapshot(): Promise<Snapshot | null> {
+    this.#check();
+    const current = this.#current;
+    if (current === null) return null;
+    const data = await this.#openStream(current.file);
+    return { meta: cloneSnapshotMeta(current.meta), data };
+  }
+
+  /** The current snapshot's metadata, or null (no I/O). */
+  currentSnapshotMeta(): SnapshotMeta | null {
+    return this.#current === null ? null : cloneSnapshotMeta(this.#current.meta);
+  }
+
+  /** True once a write failed (or the plugin threw); every later call rejects with POISONED. */
+  get isPoisoned(): boolean {
+    return this.#broken !== null;
+  }
+
+  /**
+   * Waits for builds and installs in progress, discards sinks never installed, ends open snapshot
+   * streams, and closes the journal (its pending appends become durable first). Idempotent.
+   */
+  close(): Promise<void> {
+    if (this.#closing === null) {
+      this.#closing = (async () => {
+        await Promise.allSettled([...this.#building]);
+        while (this.#gate !== null) await this.#gate;
+        for (const sink of [...this.#sinks]) await this.#discardSink(sink);
+        for (const s of [...this.#streams]) await s.close();
+        await this.#journal.close().catch((err: unknown) => {
+          if (this.#broken === null) throw err;
+        });
+      })();
+    }
+    return this.#closing;
+  }
+}
