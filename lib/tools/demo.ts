@@ -7,7 +7,9 @@
 import * as path from 'node:path';
 import { openSegmentedLog } from '../../segments/index.js';
 import { openCell } from '../../cells/index.js';
-import { openPayloadStore } from '../payloads/index.js';
+import { openRaftNode } from '../raft/node.js';
+import { encodeKvCommand } from '../raft/kv.js';
+import type { Entry } from '../raft/types.js';
 import { realFs } from '../fs/real.js';
 
 const encoder = new TextEncoder();
@@ -65,19 +67,44 @@ export async function runDemo(argv: string[]): Promise<number> {
   console.log(`    last:  ${last === undefined ? '-' : decoder.decode(last)}`);
   await log.close();
 
-  // The payload store: one body per run, streamed in and back out, content-addressed.
-  const payloads = await openPayloadStore(path.join(dir, 'payloads'));
+  // A Raft node: one group; each run votes, stores a payload, appends key-value entries (one of
+  // them naming the payload), commits and applies them. Reopening recovers all of it.
+  const node = await openRaftNode(path.join(dir, 'raft'));
+  const group = await node.openGroup('demo');
+  const state = await group.log.getLogState();
+  const leaderId = { term: run, nodeId: 1 };
+  await group.log.saveVote({ leaderId, committed: true });
   const body = encoder.encode(`payload of run ${run}\n`.repeat(1000));
-  const info = await payloads.put(
+  const info = await node.payloads.put(
     (async function* () {
       yield body;
     })(),
   );
-  await payloads.addRef(info.digest, `demo-run-${run}`);
-  let size = 0;
-  for await (const chunk of await payloads.get(info.digest)) size += chunk.length;
-  console.log(`  payloads/: stored ${info.digest} (${info.size} bytes), read back ${size} bytes, holders ${(await payloads.refs(info.digest)).length}`);
-  await payloads.close();
+  const firstIndex = (state.lastLogId?.index ?? 0) + 1;
+  const entries: Entry[] = Array.from({ length: 10 }, (_, i) => ({
+    logId: { leaderId, index: firstIndex + i },
+    payload: {
+      type: 'normal' as const,
+      data: encodeKvCommand({ op: 'set', key: `run-${run}/key-${i}`, value: encoder.encode(`value ${i}`) }),
+      ...(i === 0 ? { payloads: [info.digest] } : {}),
+    },
+  }));
+  const flushed = new Promise<void>((resolve, reject) => {
+    void group.log.append(entries, (err) => (err === null ? resolve() : reject(err))).catch(reject);
+  });
+  await flushed;
+  const lastEntry = entries[entries.length - 1]!.logId;
+  await group.log.saveCommitted(lastEntry);
+  const replies = await group.stateMachine.apply(entries);
+  const [applied] = await group.stateMachine.appliedState();
+  const after = await group.log.getLogState();
+  console.log(
+    `  raft/ group demo: vote term ${run}; appended and applied ${entries.length} entries ` +
+      `(${replies.length} replies); log ${after.lastPurgedLogId?.index ?? '-'}..${after.lastLogId?.index ?? '-'}, ` +
+      `applied ${applied?.index ?? '-'}`,
+  );
+  console.log(`    payload ${info.digest} (${info.size} bytes) named by entry ${firstIndex}, durable before the append`);
+  await node.close();
 
   console.log('done; run it again to see the data persist.');
   return 0;
