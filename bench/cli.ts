@@ -41,7 +41,7 @@ commands:
   all        fsync and segments in one report (what docs/benchmarks.md holds)
   stores     issues 3, 4, 5: the host store, the Raft log and the payload store beside better-sqlite3
              and lmdb (installed on demand: npm run bench:peers) and the raw floors, in one run;
-             realm and log opens, resident memory
+             realm and log opens, resident memory (a large payload, a large Raft snapshot)
   schema     print the JSON Schema of a report
   aa         a check of the method: two identical variants (true ratio 1) measured by this
              harness (paired rounds) and by tinybench (sequential tasks); prints the spread
@@ -59,7 +59,8 @@ options:
   --log-bytes N  size of the log whose open time is measured (default 1 GiB; quick: 64 MiB;
                  stores, the Raft log opened cold: quick 32 MiB)
   --scopes N     stores: scopes in the realm whose open is measured (default 10000; quick: 1000)
-  --payload-bytes N  stores: the large payload whose memory is watched (default 1 GiB; quick: 32 MiB)`;
+  --payload-bytes N  stores: the large payload whose memory is watched (default 1 GiB; quick: 32 MiB)
+  --snapshot-bytes N stores: the Raft state whose snapshot's memory is watched (default 1 GiB; quick: 32 MiB)`;
 
 interface Options {
   dir: string;
@@ -73,6 +74,7 @@ interface Options {
   into: string | undefined;
   scopes: number | undefined;
   payloadBytes: number | undefined;
+  snapshotBytes: number | undefined;
 }
 
 class UsageError extends Error {}
@@ -93,6 +95,7 @@ function parse(argv: string[]): { command: string; options: Options } {
       into: { type: 'string' },
       scopes: { type: 'string' },
       'payload-bytes': { type: 'string' },
+      'snapshot-bytes': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -106,6 +109,8 @@ function parse(argv: string[]): { command: string; options: Options } {
   if (scopes !== undefined && !(Number.isInteger(scopes) && scopes >= 1)) throw new UsageError('--scopes must be an integer >= 1');
   const payloadBytes = values['payload-bytes'] === undefined ? undefined : Number(values['payload-bytes']);
   if (payloadBytes !== undefined && !(Number.isInteger(payloadBytes) && payloadBytes >= MIB)) throw new UsageError('--payload-bytes must be an integer >= 1048576');
+  const snapshotBytes = values['snapshot-bytes'] === undefined ? undefined : Number(values['snapshot-bytes']);
+  if (snapshotBytes !== undefined && !(Number.isInteger(snapshotBytes) && snapshotBytes >= MIB)) throw new UsageError('--snapshot-bytes must be an integer >= 1048576');
   return {
     command: positionals[0] as string,
     options: {
@@ -120,6 +125,7 @@ function parse(argv: string[]): { command: string; options: Options } {
       into: values.into,
       scopes,
       payloadBytes,
+      snapshotBytes,
     },
   };
 }
@@ -137,6 +143,7 @@ function defaults(): Options {
     into: undefined,
     scopes: undefined,
     payloadBytes: undefined,
+    snapshotBytes: undefined,
   };
 }
 
@@ -452,6 +459,7 @@ export async function runBenchCommand(argv: string[]): Promise<number> {
         logBytes: options.logBytes,
         scopes: options.scopes,
         payloadBytes: options.payloadBytes,
+        snapshotBytes: options.snapshotBytes,
       });
       await emit(report, null, options);
       return 0;

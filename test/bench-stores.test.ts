@@ -269,12 +269,17 @@ async function storesSections(withSeglog: boolean): Promise<SectionResult[]> {
     id: 'payload-rss',
     measurements: [{ id: 'payload-rss-growth/seglog', label: 'rss', unit: 'MiB', params: {}, runs: [20, 30, 25, 22, 70], summary: summarize([20, 30, 25, 22, 70]), notes: [] }],
   };
-  return [host, open, rss];
+  const snapshot: SectionResult = {
+    ...open,
+    id: 'raft-snapshot-rss',
+    measurements: [{ id: 'raft-snapshot-rss-growth/seglog', label: 'snap', unit: 'MiB', params: {}, runs: [50, 48, 52, 70, 49], summary: summarize([50, 48, 52, 70, 49]), notes: [] }],
+  };
+  return [host, open, rss, snapshot];
 }
 
 test('collectStoreTargets: judges issue 3 against raw and the faster peer per round; says why when not measured', async () => {
   const why = { host: null, raft: `${NOT_BUILT}: no openRaftNode`, payloads: null, peers: null };
-  const full = { realmScopes: 10_000, bigPayloadBytes: 1024 * MIB };
+  const full = { realmScopes: 10_000, bigPayloadBytes: 1024 * MIB, snapshotBytes: 1024 * MIB };
   const byId = new Map(collectStoreTargets(await storesSections(true), full, why).map((t) => [t.id, t]));
   assert.ok(Math.abs((byId.get('host-one-scope')?.measured ?? 0) - 0.95) < 1e-9);
   assert.equal(byId.get('host-one-scope')?.met, true);
@@ -287,12 +292,19 @@ test('collectStoreTargets: judges issue 3 against raw and the faster peer per ro
   assert.match(byId.get('raft-one-per-append')?.note ?? '', /NOT MEASURED \(store not built\)/);
   assert.equal(byId.get('payload-1gib-rss')?.measured, 25);
   assert.equal(byId.get('payload-1gib-rss')?.met, true);
+  assert.equal(byId.get('raft-snapshot-1gib-rss')?.measured, 50);
+  assert.equal(byId.get('raft-snapshot-1gib-rss')?.met, true);
 
-  const small = new Map(collectStoreTargets(await storesSections(true), { realmScopes: 1000, bigPayloadBytes: 64 * MIB }, why).map((t) => [t.id, t]));
+  const small = new Map(collectStoreTargets(await storesSections(true), { realmScopes: 1000, bigPayloadBytes: 64 * MIB, snapshotBytes: 32 * MIB }, why).map((t) => [t.id, t]));
   assert.equal(small.get('host-open-10k-scopes')?.met, null, 'a smaller realm is not judged');
   assert.equal(small.get('payload-1gib-rss')?.met, null, 'a smaller payload is not judged');
+  assert.equal(small.get('raft-snapshot-1gib-rss')?.met, null, 'a smaller snapshot is not judged');
+  assert.match(small.get('raft-snapshot-1gib-rss')?.note ?? '', /not 1 GiB: not judged/);
 
   const notBuilt = collectStoreTargets(await storesSections(false), full, { ...why, host: `${NOT_BUILT}: the package exports no openFsHostStore` });
+  const noSnapshot = collectStoreTargets((await storesSections(true)).filter((x) => x.id !== 'raft-snapshot-rss'), full, why).find((t) => t.id === 'raft-snapshot-1gib-rss');
+  assert.equal(noSnapshot?.met, null);
+  assert.match(noSnapshot?.note ?? '', /^NOT MEASURED \(store not built\)/);
   for (const id of ['host-one-scope', 'host-200-scopes-vs-peers', 'host-open-10k-scopes']) {
     const t = notBuilt.find((x) => x.id === id);
     assert.equal(t?.measured, null);
@@ -316,6 +328,8 @@ test('storesConfig: quick and full sizes, overrides, and at least 5 runs of ever
   assert.equal(full.realmScopes, 123);
   assert.equal(full.logBytes, 1024 * MIB);
   assert.equal(full.bigPayloadBytes, 1024 * MIB);
+  assert.equal(full.snapshotBytes, 1024 * MIB);
+  assert.ok(quick.snapshotBytes < full.snapshotBytes, 'quick measures a smaller snapshot');
   assert.ok(quick.childRuns >= 5 && full.childRuns >= 5);
   assert.equal(full.processPerRun, true, 'a full run opens every store in a fresh process');
 });
@@ -334,7 +348,7 @@ test('a stores report with memory measurements validates and renders its units; 
     machine: describeMachine(os.tmpdir()),
     load: { start: 0, end: 0 },
     sections,
-    targets: [...collectStoreTargets(sections, { realmScopes: 10_000, bigPayloadBytes: 1024 * MIB }, { host: null, raft: null, payloads: null, peers: null }), durationTarget(false, 1000)],
+    targets: [...collectStoreTargets(sections, { realmScopes: 10_000, bigPayloadBytes: 1024 * MIB, snapshotBytes: 1024 * MIB }, { host: null, raft: null, payloads: null, peers: null }), durationTarget(false, 1000)],
     notes: [],
   };
   assert.deepEqual(validateReport(JSON.parse(JSON.stringify(report))), []);

@@ -1,5 +1,6 @@
 // The measurements `seglog bench stores` takes in a process of their own: opening a large realm,
-// opening a large Raft log, and streaming a large payload in and out under an RSS watch.
+// opening a large Raft log, streaming a large payload in and out under an RSS watch, and a large
+// Raft snapshot through build, install and read under an RSS watch.
 //
 // Owns: the child entry point (`node child.js '<json task>'`, one JSON line on stdout) and
 // `runChild`, which the suite uses to run one. Guarantees: in a full run each run is a fresh Node
@@ -8,15 +9,20 @@
 // the OS page cache stays warm: a benchmark on a shared machine does not drop it), and resident
 // memory is that of a process that did only this: RSS growth is measured against the process
 // right after the store was opened (payloads) or before it was (realm and log opens), sampled at
-// every chunk and every 2 ms.
+// every chunk and every 2 ms. The snapshot measurement runs with --expose-gc and collects the
+// garbage of its set-up before it reads its baseline (see snapshot-bench.ts for why its state is
+// built with small commands).
 
 import { execFile } from 'node:child_process';
 import { mkdir, rm } from 'node:fs/promises';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SCOPE_KINDS } from '../../lib/host/types.js';
+import type { RaftStateMachine } from '../../lib/raft/types.js';
 import { hostImplementations, raftImplementations, type ImplName } from './impls.js';
 import { loadPeers } from './peers.js';
-import { loadSeglogStores, type SeglogStores } from './seglog.js';
+import { loadRaftNodeOpener, loadSeglogStores, type SeglogStores } from './seglog.js';
+import { generatedKvPlugin, snapshotStateBatches, snapshotStatePlan, type GeneratedKvPlugin, type SnapshotRssResult } from './snapshot-bench.js';
 import { generatedBody } from './workloads.js';
 import { payload } from '../rawfs.js';
 
@@ -25,6 +31,7 @@ export type ChildTask = { repeat: number } & (
   | { task: 'host-open'; impl: ImplName; dir: string }
   | { task: 'raft-open'; impl: ImplName; dir: string; group: string }
   | { task: 'payload-rss'; dir: string; bytes: number; chunkBytes: number }
+  | { task: 'snapshot-rss'; dir: string; bytes: number }
 );
 
 export interface HostOpenResult {
@@ -73,7 +80,107 @@ class RssWatch {
   }
 }
 
-async function run(t: ChildTask): Promise<HostOpenResult | RaftOpenResult | PayloadRssResult> {
+type BenchStateMachine = RaftStateMachine<unknown> & { plugin: GeneratedKvPlugin };
+
+/**
+ * One run of the snapshot measurement: two nodes in fresh directories under `t.dir` (a leader and
+ * a follower, each with group "g" and the generated-KV plugin); the leader's state of at least
+ * `t.bytes` of values is built through `apply` (compact commands); then, against the RSS after a
+ * full collection, three watched phases: build (getSnapshotBuilder, buildSnapshot, its stream read
+ * to the end), install (the leader's current snapshot streamed into the follower's sink, then
+ * installSnapshot) and read (the follower's current snapshot read to the end).
+ */
+async function snapshotRss(t: Extract<ChildTask, { task: 'snapshot-rss' }>): Promise<SnapshotRssResult> {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (gc === undefined) throw new Error('the snapshot measurement needs node --expose-gc (runChild passes it)');
+  const opener = await loadRaftNodeOpener();
+  if (!opener.ok) throw new Error(opener.missing);
+  await rm(t.dir, { recursive: true, force: true });
+  await mkdir(t.dir, { recursive: true });
+  const leader = await opener.open(path.join(t.dir, 'leader'), { plugin: generatedKvPlugin });
+  const follower = await opener.open(path.join(t.dir, 'follower'), { plugin: generatedKvPlugin });
+  try {
+    const lsm = (await leader.openGroup('g')).stateMachine as BenchStateMachine;
+    const fsm = (await follower.openGroup('g')).stateMachine as BenchStateMachine;
+    const plan = snapshotStatePlan(t.bytes);
+    const a0 = performance.now();
+    for (const batch of snapshotStateBatches(plan.keys, 64, 16)) {
+      const replies = (await lsm.apply(batch)) as { ok: boolean }[];
+      if (replies.some((r) => !r.ok)) throw new Error('the generated state was refused by its plugin');
+    }
+    const applyMs = performance.now() - a0;
+    if (lsm.plugin.size !== plan.keys) throw new Error(`the leader holds ${lsm.plugin.size} of ${plan.keys} keys`);
+
+    // A full collection, then a pause: V8 frees external buffers after the collection, not in it.
+    gc();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    gc();
+    const baseRssBytes = process.memoryUsage.rss();
+
+    const buildWatch = new RssWatch();
+    const b0 = performance.now();
+    const built = await (await lsm.getSnapshotBuilder()).buildSnapshot();
+    let snapshotBytes = 0;
+    for await (const chunk of built.data) {
+      snapshotBytes += chunk.length;
+      buildWatch.sample();
+    }
+    const buildMs = performance.now() - b0;
+    const peakBuildRssBytes = buildWatch.stop();
+
+    const installWatch = new RssWatch();
+    const i0 = performance.now();
+    const current = await lsm.getCurrentSnapshot();
+    if (current === null) throw new Error('the leader has no current snapshot after a build');
+    const sink = await fsm.beginReceivingSnapshot();
+    let sent = 0;
+    for await (const chunk of current.data) {
+      await sink.write(chunk);
+      sent += chunk.length;
+      installWatch.sample();
+    }
+    await fsm.installSnapshot(current.meta, sink);
+    const installMs = performance.now() - i0;
+    const peakInstallRssBytes = installWatch.stop();
+
+    const readWatch = new RssWatch();
+    const r0 = performance.now();
+    const installed = await fsm.getCurrentSnapshot();
+    if (installed === null) throw new Error('the follower has no current snapshot after an install');
+    let read = 0;
+    for await (const chunk of installed.data) {
+      read += chunk.length;
+      readWatch.sample();
+    }
+    const readMs = performance.now() - r0;
+    const peakReadRssBytes = readWatch.stop();
+
+    if (sent !== snapshotBytes || read !== snapshotBytes) throw new Error(`snapshot of ${snapshotBytes} bytes: ${sent} sent, ${read} read back`);
+    if (fsm.plugin.size !== plan.keys || fsm.plugin.restoredValueBytes !== plan.valueBytes) {
+      throw new Error(`the follower restored ${fsm.plugin.size} keys and ${fsm.plugin.restoredValueBytes} value bytes of ${plan.keys} and ${plan.valueBytes}`);
+    }
+    return {
+      keys: plan.keys,
+      stateBytes: plan.valueBytes,
+      snapshotBytes,
+      applyMs,
+      buildMs,
+      installMs,
+      readMs,
+      baseRssBytes,
+      peakBuildRssBytes,
+      peakInstallRssBytes,
+      peakReadRssBytes,
+    };
+  } finally {
+    await leader.close();
+    await follower.close();
+    await rm(t.dir, { recursive: true, force: true });
+  }
+}
+
+async function run(t: ChildTask): Promise<HostOpenResult | RaftOpenResult | PayloadRssResult | SnapshotRssResult> {
+  if (t.task === 'snapshot-rss') return snapshotRss(t);
   // Load only what this run measures: seglog's one store, or the peers.
   const impl = t.task === 'payload-rss' ? 'seglog' : t.impl;
   const notLoaded = { ok: false, missing: 'not loaded in this process' } as const;
@@ -168,7 +275,8 @@ async function runRepeated(t: ChildTask): Promise<unknown[]> {
 export function runChild<R>(task: ChildTask): Promise<R[]> {
   const script = fileURLToPath(import.meta.url);
   return new Promise((resolve, reject) => {
-    execFile(process.execPath, [script, JSON.stringify(task)], { maxBuffer: 4 * MIB, timeout: 600_000 }, (err, stdout, stderr) => {
+    const flags = task.task === 'snapshot-rss' ? ['--expose-gc'] : [];
+    execFile(process.execPath, [...flags, script, JSON.stringify(task)], { maxBuffer: 4 * MIB, timeout: 600_000 }, (err, stdout, stderr) => {
       if (err !== null) {
         reject(new Error(`child ${task.task} failed: ${err.message}\n${stderr}`));
         return;

@@ -25,6 +25,7 @@ export interface StoresCommandOptions {
   logBytes: number | undefined;
   scopes: number | undefined;
   payloadBytes: number | undefined;
+  snapshotBytes: number | undefined;
 }
 
 export async function runStoresReport(o: StoresCommandOptions): Promise<BenchReport> {
@@ -66,6 +67,7 @@ export async function runStoresReport(o: StoresCommandOptions): Promise<BenchRep
     if (o.scopes !== undefined) overrides.realmScopes = o.scopes;
     if (o.logBytes !== undefined) overrides.logBytes = o.logBytes;
     if (o.payloadBytes !== undefined) overrides.bigPayloadBytes = o.payloadBytes;
+    if (o.snapshotBytes !== undefined) overrides.snapshotBytes = o.snapshotBytes;
     const cfg = storesConfig(root, o.quick, o.rounds, overrides);
     const deps = { seglog, host: hostImplementations(seglog, peers, peersMissing), raft: raftImplementations(seglog, peers, peersMissing) };
     progress.grow(plannedStoresMs(cfg, deps));

@@ -56,6 +56,16 @@ const MODULES = {
 
 type Which = keyof typeof MODULES;
 
+/** `openRaftNode` with a plugin of the caller's (the snapshot benchmark's), or why it is not there. */
+export async function loadRaftNodeOpener(): Promise<Loaded<(dir: string, options: { plugin: () => unknown }) => Promise<SeglogRaftNode>>> {
+  const { name, module } = MODULES.raft;
+  const mod = await importModule(module);
+  if (typeof mod === 'string') return { ok: false, missing: `${LOAD_FAILED}: ${mod}` };
+  const fn = mod[name];
+  if (typeof fn !== 'function') return { ok: false, missing: `${NOT_BUILT}: the package exports no ${name}` };
+  return { ok: true, open: (dir, options) => (fn as (d: string, o: unknown) => Promise<SeglogRaftNode>)(dir, options) };
+}
+
 /**
  * Finds the stores: first in the package's public entry point, then (if that one fails to load,
  * e.g. while another module is being rewritten) in each store's own module. With `only`, just

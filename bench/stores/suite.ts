@@ -1,5 +1,5 @@
 // `seglog bench stores`: the host store, the Raft log and the payload store beside their peers and
-// their raw floors, in one run (issues 3, 4, 5 and 7).
+// their raw floors, in one run (issues 3, 4, 5 and 7), and a large Raft snapshot under an RSS watch.
 //
 // Owns: the run parameters (`storesConfig`), the section plans and measurements, and the targets
 // of issues 3, 4 and 5 judged from them (`collectStoreTargets`). Guarantees:
@@ -9,7 +9,9 @@
 // - a store of seglog's that is not built yet has no row and its targets say
 //   "NOT MEASURED (store not built)"; a missing peer says "NOT MEASURED (peer not installed)";
 //   nothing else ever stands in for either;
-// - opens and memory are measured in child processes (child.ts), 5 runs or more, interleaved.
+// - opens and memory are measured in child processes (child.ts), 5 runs or more, interleaved;
+// - the Raft snapshot section drives seglog's own node and state machine, with a bench-only plugin
+//   in place of the KV example (snapshot-bench.ts says why), and its report says so.
 
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -24,6 +26,7 @@ import { nowNs, type Budget } from '../harness/timing.js';
 import { rawAppendVariant } from '../raw.js';
 import { payload } from '../rawfs.js';
 import { runChild, type ChildTask, type HostOpenResult, type PayloadRssResult, type RaftOpenResult } from './child.js';
+import { snapshotRssGrowth, type SnapshotRssResult } from './snapshot-bench.js';
 import { IMPL_LABEL, type Available, type ImplName } from './impls.js';
 import { getVariant, putVariant, rawReadVariant, rawWriteFsyncVariant } from './payload-bench.js';
 import type { SeglogStores } from './seglog.js';
@@ -46,6 +49,8 @@ export interface StoresConfig {
   payloadBytes: number;
   /** Size of the payload whose RSS growth is measured (issue 5 names 1 GiB). */
   bigPayloadBytes: number;
+  /** Value bytes of the Raft state whose snapshot's RSS growth is measured (issue 4 names 1 GiB). */
+  snapshotBytes: number;
   /** Runs of each child-process measurement (at least 5). */
   childRuns: number;
   /**
@@ -70,6 +75,7 @@ export function storesConfig(root: string, quick: boolean, rounds: number, overr
         logBytes: 32 * MIB,
         payloadBytes: 4 * MIB,
         bigPayloadBytes: 32 * MIB,
+        snapshotBytes: 32 * MIB,
         childRuns: 5,
         processPerRun: false,
       }
@@ -85,6 +91,7 @@ export function storesConfig(root: string, quick: boolean, rounds: number, overr
         logBytes: 1024 * MIB,
         payloadBytes: 16 * MIB,
         bigPayloadBytes: 1024 * MIB,
+        snapshotBytes: 1024 * MIB,
         childRuns: 5,
         processPerRun: true,
       };
@@ -432,6 +439,104 @@ export async function raftOpenSection(cfg: StoresConfig, impls: Available<RaftNo
   });
 }
 
+// ---- Raft snapshot ----
+
+export async function raftSnapshotRssSection(cfg: StoresConfig, seglog: SeglogStores, progress?: Progress): Promise<SectionResult | null> {
+  if (!seglog.raft.ok) return null;
+  const dir = path.join(cfg.root, 'raft-snapshot');
+  // Always a fresh process per run: a run leaves freed memory resident in the allocator, which
+  // the next run's phases could reuse unseen (see snapshot-bench.ts).
+  const perRun = { ...cfg, processPerRun: true };
+  let runs: SnapshotRssResult[] = [];
+  try {
+    const results = await childRunsOf<SnapshotRssResult>(
+      perRun,
+      ['seglog'],
+      (_name, repeat) => ({ task: 'snapshot-rss', dir, bytes: cfg.snapshotBytes, repeat }),
+      (_name, r) => {
+        progress?.label(`Raft: a ${formatBytes(cfg.snapshotBytes)} snapshot through build, install and read (run ${r + 1}/${cfg.childRuns})`);
+        progress?.advance(snapshotPlannedMs(cfg) / cfg.childRuns);
+      },
+    );
+    runs = results.get('seglog') ?? [];
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+  const first = runs[0];
+  const params = { bytes: cfg.snapshotBytes, streamBytes: first?.snapshotBytes ?? 0, keys: first?.keys ?? 0, implementation: 'seglog' };
+  const mib = (b: number): string => bytesToMiB(b).toFixed(1);
+  const mibps = (ms: number, r: SnapshotRssResult): string => (bytesToMiB(r.snapshotBytes) / (ms / 1000)).toFixed(0);
+  return measurementSection({
+    id: 'raft-snapshot-rss',
+    title: `A ${formatBytes(cfg.snapshotBytes)} Raft snapshot through build, install and read (issue 4)`,
+    description:
+      `In a new Node process, two Raft nodes are opened in new directories (a leader and a follower, group "g" on each). ` +
+      `The leader's state is built through \`apply\`: ${first === undefined ? 'generated' : first.keys.toLocaleString('en-US')} ` +
+      `key-value records with values of 64 KiB–1 MiB, ${formatBytes(cfg.snapshotBytes)} of values or just over. ` +
+      'Then a full garbage collection (--expose-gc) and a 200 ms pause, and the RSS is read: the baseline. Three ' +
+      'phases follow, each under an RSS watch (sampled every 2 ms and at every chunk): build (`getSnapshotBuilder`, ' +
+      "`buildSnapshot`, and its stream read to the end); install (the leader's `getCurrentSnapshot` streamed chunk by " +
+      "chunk into the follower's `beginReceivingSnapshot` sink, then `installSnapshot`, which restores the stream into " +
+      "a fresh plugin, checking every byte, before it commits); read (the follower's `getCurrentSnapshot` read to the " +
+      'end). The growth is the highest peak of the three over the baseline. The plugin is a bench-only one ' +
+      '(`bench/stores/snapshot-bench.ts`): the shipped KV plugin keeps every value in memory, so with it a 1 GiB state ' +
+      'is itself 1 GiB resident (and an install restores another); this one keeps only the keys, regenerates each ' +
+      'value when a snapshot is captured and checks each one when it is restored, and its snapshot bytes are exactly ' +
+      'those the KV plugin writes for the same map (test/bench-snapshot.test.ts). Its state is built with compact ' +
+      '"add keys [a, b)" commands rather than 1 GiB of `set` commands, whose freed buffers the allocator would keep ' +
+      "resident for the measured phases to reuse unseen. What is measured is therefore the state machine's snapshot " +
+      "path (files, framing, checksums, chunking, the restore's parsing), not a plugin's state.",
+    measurements: [
+      measurement({
+        id: 'raft-snapshot-rss-growth/seglog',
+        label: 'resident memory growth, build + install + read (the highest peak)',
+        unit: 'MiB',
+        runs: runs.map((r) => bytesToMiB(snapshotRssGrowth(r))),
+        params,
+        notes: [
+          `build peaks: ${runs.map((r) => mib(r.peakBuildRssBytes - r.baseRssBytes)).join(', ')} MiB; ` +
+            `install peaks: ${runs.map((r) => mib(r.peakInstallRssBytes - r.baseRssBytes)).join(', ')} MiB; ` +
+            `read peaks: ${runs.map((r) => mib(r.peakReadRssBytes - r.baseRssBytes)).join(', ')} MiB; ` +
+            `baselines: ${runs.map((r) => bytesToMiB(r.baseRssBytes).toFixed(0)).join(', ')} MiB.`,
+        ],
+      }),
+      measurement({
+        id: 'raft-snapshot-build/seglog',
+        label: 'build: buildSnapshot, and its stream read to the end',
+        unit: 'ms',
+        runs: runs.map((r) => r.buildMs),
+        params,
+        notes: [`${runs.map((r) => mibps(r.buildMs, r)).join(', ')} MiB/s`],
+      }),
+      measurement({
+        id: 'raft-snapshot-install/seglog',
+        label: 'install: streamed into a sink on the follower, then installSnapshot',
+        unit: 'ms',
+        runs: runs.map((r) => r.installMs),
+        params,
+        notes: [`${runs.map((r) => mibps(r.installMs, r)).join(', ')} MiB/s`],
+      }),
+      measurement({
+        id: 'raft-snapshot-read/seglog',
+        label: "read: the follower's current snapshot read to the end",
+        unit: 'ms',
+        runs: runs.map((r) => r.readMs),
+        params,
+        notes: [`${runs.map((r) => mibps(r.readMs, r)).join(', ')} MiB/s`],
+      }),
+    ],
+    notes: [
+      `Each run in a fresh Node process (${cfg.childRuns} runs${cfg.quick ? '; in --quick too' : ''}).`,
+      ...(first === undefined ? [] : [`The snapshot stream is ${first.snapshotBytes.toLocaleString('en-US')} bytes (${first.stateBytes.toLocaleString('en-US')} of values).`]),
+    ],
+  });
+}
+
+/** Rough wall time of the snapshot section, for the progress bar: ~15 ms per MiB and run. */
+function snapshotPlannedMs(cfg: StoresConfig): number {
+  return cfg.childRuns * ((cfg.snapshotBytes / MIB) * 15 + 500);
+}
+
 // ---- payloads ----
 
 export function payloadPutSection(cfg: StoresConfig, seglog: SeglogStores): SectionPlan | null {
@@ -535,7 +640,7 @@ function measured(sections: readonly SectionResult[], sectionId: string, id: str
 }
 
 /** Every target of issues 3, 4 and 5, judged from this run (null, with the reason, where not measured). */
-export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pick<StoresConfig, 'realmScopes' | 'bigPayloadBytes'>, why: { host: string | null; raft: string | null; payloads: string | null; peers: string | null }): TargetCheck[] {
+export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pick<StoresConfig, 'realmScopes' | 'bigPayloadBytes' | 'snapshotBytes'>, why: { host: string | null; raft: string | null; payloads: string | null; peers: string | null }): TargetCheck[] {
   const notMeasured = (w: string | null, fallback: string): string => w ?? fallback;
   const hostOne = variant(sections, 'host-commits', 'host-1/seglog');
   const host200 = variant(sections, 'host-commits', 'host-200/seglog');
@@ -547,6 +652,8 @@ export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pic
   const rss = measured(sections, 'payload-rss', 'payload-rss-growth/seglog');
   const openJudged = cfg.realmScopes >= 10_000;
   const rssJudged = cfg.bigPayloadBytes >= 1024 * MIB;
+  const snapshot = measured(sections, 'raft-snapshot-rss', 'raft-snapshot-rss-growth/seglog');
+  const snapshotJudged = cfg.snapshotBytes >= 1024 * MIB;
   return [
     checkTarget({
       id: 'host-one-scope',
@@ -613,6 +720,24 @@ export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pic
     }),
     checkTarget(
       {
+        id: 'raft-snapshot-1gib-rss',
+        source: 'issue 4',
+        description: 'Raft: resident memory growth for a 1 GiB snapshot through build, install and read',
+        comparator: '<',
+        threshold: 64,
+        unit: 'MiB',
+        measured: snapshot?.summary.median ?? null,
+        note:
+          snapshot === undefined
+            ? notMeasured(why.raft, 'not measured')
+            : snapshotJudged
+              ? `median of ${snapshot.summary.n} runs; max ${snapshot.summary.max.toFixed(1)} MiB; bench plugin that regenerates values (see the section)`
+              : `measured with ${formatBytes(cfg.snapshotBytes)}, not 1 GiB: not judged`,
+      },
+      snapshotJudged,
+    ),
+    checkTarget(
+      {
         id: 'payload-1gib-rss',
         source: 'issue 5',
         description: 'payloads: resident memory growth for a 1 GiB payload in and out',
@@ -670,6 +795,7 @@ export async function runStores(cfg: StoresConfig, deps: StoresDeps, progress?: 
   await timed(() => runSection(raftAppendSection(cfg, deps.raft), progress));
   await timed(() => runSection(raftLargeSection(cfg, deps.raft), progress));
   if (deps.raft.available.length > 0) await timed(() => raftOpenSection(cfg, deps.raft, progress));
+  await timed(() => raftSnapshotRssSection(cfg, deps.seglog, progress));
   const put = payloadPutSection(cfg, deps.seglog);
   const get = payloadGetSection(cfg, deps.seglog);
   if (put !== null) await timed(() => runSection(put, progress));
@@ -688,7 +814,8 @@ export function plannedStoresMs(cfg: StoresConfig, deps: StoresDeps): number {
   const sectionsMs = plans.reduce((t, p) => t + plannedMs(p), 0);
   const buildsMs = deps.host.available.length * (cfg.realmScopes * 0.2 + cfg.childRuns * 500) + deps.raft.available.length * ((cfg.logBytes / MIB) * 8 + cfg.childRuns * 500);
   const payloadMs = deps.seglog.payloads.ok ? cfg.childRuns * (cfg.bigPayloadBytes / MIB) * 8 : 0;
-  return sectionsMs + buildsMs + payloadMs;
+  const snapshotMs = deps.seglog.raft.ok ? snapshotPlannedMs(cfg) : 0;
+  return sectionsMs + buildsMs + payloadMs + snapshotMs;
 }
 
 export type { StoreImplementation };
