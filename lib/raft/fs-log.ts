@@ -5,11 +5,10 @@
 // The log index of a record is the Raft index of its entry; the record is the encoded entry
 // (lib/raft/codec.ts). Guarantees (argued in docs/raft-store.md, "Crash safety"):
 // - Every write call is admitted to one queue per group and *issued* in call order; its checks
-//   (index continuity, purged bounds) see the effect of every earlier call. Appends, truncations
-//   and committed writes issue at once when nothing is queued; `saveVote` and `purge` are
+//   (index continuity, purged bounds) see the effect of every earlier call. Appends and
+//   truncations issue at once when nothing is queued; `saveCommitted`, `saveVote` and `purge` are
 //   barriers: they wait until every earlier write is durable, and hold every later one back until
-//   their own cell write is durable. So a crash leaves a prefix of the calls, except that a
-//   committed pointer may lag behind appends issued after it (never behind an acknowledged one).
+//   their own cell write is durable. So a crash leaves the effect of a prefix of the calls.
 // - `append` resolves once its entries are readable (staged in the segmented log); `onFlushed`
 //   fires after the fdatasync that covers them (the segmented log's group commit: concurrent
 //   appends share a sync, and a sync never waits for a later append), in call order.
@@ -165,8 +164,6 @@ export class FsRaftLogStorage implements RaftLogStorage {
   #logTail: Promise<void> = resolved;
   /** The last log operation issued (its own promise: durable of an append, or a structural change). */
   #lastLogOp: Promise<void> = resolved;
-  /** Settles (never rejects) when every committed write issued so far is durable or failed. */
-  #committedTail: Promise<void> = resolved;
   #poison: SeglogError | null = null;
   #closing: Promise<void> | null = null;
 
@@ -256,7 +253,9 @@ export class FsRaftLogStorage implements RaftLogStorage {
 
   /** Settles when every write issued so far is durable (or failed: check `#poison` after). */
   #earlierDurable(): Promise<void> {
-    return Promise.all([this.#logTail, this.#committedTail]).then(() => undefined);
+    // Cell writes (vote, committed, purged) are barriers that the queue holds later writes for,
+    // so the log's tail is the only thing still in flight.
+    return this.#logTail;
   }
 
   // -------------------------------------------------------------------------------------------
@@ -541,25 +540,21 @@ export class FsRaftLogStorage implements RaftLogStorage {
     const c = cloneOptionalLogId(committed);
     const bytes = encodeOptionalLogId(c);
     const d = deferred<void>();
-    this.#enqueue(() => {
+    this.#enqueue(async () => {
       if (this.#poison !== null) return d.reject(this.#poisoned());
-      // After every earlier log write is durable (a committed id never points past the durable
-      // log), but later appends do not wait for it: see the module header.
-      const logTail = this.#mistakes.committedBeforeLog === true ? resolved : this.#logTail;
-      const run = this.#committedTail
-        .then(() => logTail)
-        .then(async () => {
-          if (this.#poison !== null) throw this.#poisoned();
-          try {
-            await this.#committedCell.write(bytes);
-          } catch (err) {
-            this.#setPoison(err);
-            throw err;
-          }
-          this.#committed = c;
-        });
-      this.#committedTail = run.catch(() => undefined);
-      run.then(d.resolve, d.reject);
+      // A barrier, like the vote: after every earlier write is durable (a committed id never
+      // points past the durable log), before every later one (a crash never keeps a later append
+      // without this committed id: all write I/O of a group takes effect in call order).
+      if (this.#mistakes.committedBeforeLog !== true) await this.#earlierDurable();
+      if (this.#poison !== null) return d.reject(this.#poisoned());
+      try {
+        await this.#committedCell.write(bytes);
+      } catch (err) {
+        this.#setPoison(err);
+        return d.reject(err);
+      }
+      this.#committed = c;
+      d.resolve();
       return undefined;
     });
     return d.promise;
