@@ -15,9 +15,10 @@
 // - Open costs O(segments) plus a scan of the last segment's tail past its index: sealed segments
 //   are not read until a read needs them.
 
+import { lockDirectory } from '../lib/fs/lock.js';
 import * as path from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { SeglogError, closed, corrupt, fromIo, invalid, locked, poisoned } from '../lib/errors.js';
+import { SeglogError, closed, corrupt, fromIo, invalid, poisoned } from '../lib/errors.js';
 import { assert, isIndex } from '../lib/assert.js';
 import type { FileHandle, FileSystem } from '../lib/fs/types.js';
 import { realFs } from '../lib/fs/real.js';
@@ -308,22 +309,9 @@ export async function openSegmentedLog(dir: string, options: SegmentedLogOptions
   } catch (err) {
     throw fromIo(err, 'create log directory', dir);
   }
-  const lockPath = path.join(dir, LOCK_NAME);
-  let lock: FileHandle;
-  try {
-    lock = await fs.open(lockPath, 'create');
-  } catch (err) {
-    throw fromIo(err, 'open lock file', lockPath);
-  }
+  const lock = await lockDirectory(fs, dir, LOCK_NAME);
   let cell: ManifestCell | null = null;
   try {
-    let got: boolean;
-    try {
-      got = await lock.tryLock();
-    } catch (err) {
-      throw fromIo(err, 'lock', lockPath);
-    }
-    if (!got) throw locked(dir);
     cell = await openManifestCell(path.join(dir, MANIFEST_NAME), fs);
     const log = new Log(dir, fs, fdCache, policy, segmentBytes, maxRecordBytes, lock, cell);
     log.mistakes = (options as { mistakes?: SegmentMistakes }).mistakes ?? {};

@@ -26,9 +26,10 @@
 //   the store: every later write rejects with POISONED until it is reopened. Reads keep working.
 // - One open store per directory: the LOCK file is try-locked (LOCKED otherwise).
 
+import { lockDirectory } from '../fs/lock.js';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { SeglogError, closed, corrupt, fromIo, invalid, locked, notFound, poisoned } from '../errors.js';
+import { SeglogError, closed, corrupt, fromIo, invalid, notFound, poisoned } from '../errors.js';
 import { assert } from '../assert.js';
 import type { Clock } from '../clock.js';
 import { monotonicClock } from '../clock.js';
@@ -211,22 +212,9 @@ export async function openPayloadStore(dir: string, options: PayloadStoreOptions
   } catch (err) {
     throw fromIo(err, 'create payload store directory', dir);
   }
-  const lockPath = path.join(dir, LOCK_NAME);
-  let lock: FileHandle;
-  try {
-    lock = await fs.open(lockPath, 'create');
-  } catch (err) {
-    throw fromIo(err, 'open lock file', lockPath);
-  }
+  const lock = await lockDirectory(fs, dir, LOCK_NAME);
   let cell: Cell | null = null;
   try {
-    let got: boolean;
-    try {
-      got = await lock.tryLock();
-    } catch (err) {
-      throw fromIo(err, 'lock', lockPath);
-    }
-    if (!got) throw locked(dir);
     const created = await prepareLayout(fs, dir);
     await removeTemps(fs, dir, new Set(), true);
     const clockPath = path.join(dir, CLOCK_NAME);

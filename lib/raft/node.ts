@@ -17,13 +17,14 @@
 //   open with CORRUPT naming the group, the log id and the digest.
 // - One open node per directory (LOCK, try-locked: LOCKED otherwise).
 
+import { lockDirectory } from '../fs/lock.js';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 
 import { openCell, type Cell } from '../../cells/index.js';
 import { openSegmentedLog, type FdCache, type SegmentedLog } from '../../segments/index.js';
 import type { Clock } from '../clock.js';
-import { closed, corrupt, fromIo, invalid, locked } from '../errors.js';
+import { closed, corrupt, fromIo, invalid } from '../errors.js';
 import { realFs } from '../fs/real.js';
 import type { FileHandle, FileSystem } from '../fs/types.js';
 import { openPayloadStore, type FsPayloadStore } from '../payloads/index.js';
@@ -188,22 +189,9 @@ export async function openRaftNode<P extends StateMachinePlugin<unknown> = KvPlu
   } catch (err) {
     throw fromIo(err, 'create node directory', dir);
   }
-  const lockPath = path.join(dir, NODE_LOCK);
-  let lock: FileHandle;
-  try {
-    lock = await fs.open(lockPath, 'create');
-  } catch (err) {
-    throw fromIo(err, 'open lock file', lockPath);
-  }
+  const lock = await lockDirectory(fs, dir, NODE_LOCK);
   let node: Node<P> | null = null;
   try {
-    let got: boolean;
-    try {
-      got = await lock.tryLock();
-    } catch (err) {
-      throw fromIo(err, 'lock', lockPath);
-    }
-    if (!got) throw locked(dir);
     const index = new PayloadNameIndex();
     const payloads = await openPayloadStore(path.join(dir, PAYLOADS_DIR), {
       fs,
