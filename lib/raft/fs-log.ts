@@ -505,24 +505,9 @@ export class FsRaftLogStorage implements RaftLogStorage {
       return Promise.reject(err);
     }
     const v = cloneVote(vote);
-    const bytes = encodeVote(v);
-    const d = deferred<void>();
-    this.#enqueue(async () => {
-      if (this.#poison !== null) return d.reject(this.#poisoned());
-      // A barrier: after every earlier write, before every later one.
-      if (this.#mistakes.voteNotBarrier !== true) await this.#earlierDurable();
-      if (this.#poison !== null) return d.reject(this.#poisoned());
-      try {
-        await this.#voteCell.write(bytes);
-      } catch (err) {
-        this.#setPoison(err);
-        return d.reject(err);
-      }
+    return this.#writeCellInOrder(this.#voteCell, encodeVote(v), this.#mistakes.voteNotBarrier === true, () => {
       this.#vote = v;
-      d.resolve();
-      return undefined;
     });
-    return d.promise;
   }
 
   async readVote(): Promise<Vote | null> {
@@ -538,22 +523,30 @@ export class FsRaftLogStorage implements RaftLogStorage {
       return Promise.reject(err);
     }
     const c = cloneOptionalLogId(committed);
-    const bytes = encodeOptionalLogId(c);
+    return this.#writeCellInOrder(this.#committedCell, encodeOptionalLogId(c), this.#mistakes.committedBeforeLog === true, () => {
+      this.#committed = c;
+    });
+  }
+
+  /**
+   * Writes a cell as a barrier: after every earlier write of the group is durable (a vote never
+   * lands before the entries it was cast after; a committed id never points past the durable
+   * log), and before every later one, which the queue holds until this write is durable (a crash
+   * never keeps a later append without it). `skipWait` is a planted mistake for the crash tests.
+   */
+  #writeCellInOrder(cell: Cell, bytes: Uint8Array, skipWait: boolean, adopt: () => void): Promise<void> {
     const d = deferred<void>();
     this.#enqueue(async () => {
       if (this.#poison !== null) return d.reject(this.#poisoned());
-      // A barrier, like the vote: after every earlier write is durable (a committed id never
-      // points past the durable log), before every later one (a crash never keeps a later append
-      // without this committed id: all write I/O of a group takes effect in call order).
-      if (this.#mistakes.committedBeforeLog !== true) await this.#earlierDurable();
+      if (!skipWait) await this.#earlierDurable();
       if (this.#poison !== null) return d.reject(this.#poisoned());
       try {
-        await this.#committedCell.write(bytes);
+        await cell.write(bytes);
       } catch (err) {
         this.#setPoison(err);
         return d.reject(err);
       }
-      this.#committed = c;
+      adopt();
       d.resolve();
       return undefined;
     });
