@@ -54,7 +54,7 @@ hostStoreConformance(
 
 test('the package entry points export the host store API', async () => {
   const main = (await import('../lib/index.js')) as Record<string, unknown>;
-  for (const name of ['CommitBatch', 'FenceTiming', 'HostStoreError', 'MemoryHostRealm', 'MemoryHostStore', 'compareNames', 'ScopeVersion', 'MAX_BATCH_BYTES', 'MAX_ROW_BYTES', 'MAX_SCOPE_NAME_BYTES', 'MAX_COMMIT_ID_BYTES', 'FENCE_RENEW_INTERVAL_SECS', 'FENCE_LEASE_SECS', 'FENCE_MIN_LEASE_RENEWALS', 'FENCE_MAX_COMMIT_LATENCY_SECS']) {
+  for (const name of ['CommitBatch', 'FenceTiming', 'HostStoreError', 'MemoryHostRealm', 'MemoryHostStore', 'openFsHostStore', 'FsHostStore', 'compareNames', 'ScopeVersion', 'MAX_BATCH_BYTES', 'MAX_ROW_BYTES', 'MAX_SCOPE_NAME_BYTES', 'MAX_COMMIT_ID_BYTES', 'FENCE_RENEW_INTERVAL_SECS', 'FENCE_LEASE_SECS', 'FENCE_MIN_LEASE_RENEWALS', 'FENCE_MAX_COMMIT_LATENCY_SECS']) {
     assert.ok(main[name] !== undefined, `seglog exports ${name}`);
   }
   assert.equal(main['CommitBatch'], CommitBatch);

@@ -37,3 +37,4 @@ export {
   type CommitStall,
   type StallPoint,
 } from './memory.js';
+export { openFsHostStore, FsHostStore, type FsHostStoreOptions, type FsHostStoreHooks } from './fs/index.js';

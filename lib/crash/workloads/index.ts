@@ -17,7 +17,7 @@ export interface WorkloadEntry {
 export const WORKLOADS: readonly WorkloadEntry[] = [
   { name: 'cells', load: () => import('./cells.js') },
   { name: 'segments', load: () => import('./segments.js') },
-  // { name: 'host', load: () => import('./host.js') },
+  { name: 'host', load: () => import('./host.js') },
   { name: 'raft', load: () => import('./raft.js') },
   // { name: 'payloads', load: () => import('./payloads.js') },
 ];

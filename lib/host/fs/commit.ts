@@ -1,0 +1,371 @@
+// The fs host store's commit path: group commit per stripe.
+//
+// Owns: `Committer`: the queue of each stripe, the group (the commits gathered in one event-loop
+// turn whose lowest home stripe is that stripe), its checks and its one writev + one fdatasync.
+// Guarantees (the argument is in docs/host-store.md):
+// - One batch is one record in one stripe file (the lowest home stripe of its scopes): all or
+//   nothing, without any realm-wide lock, pointer or sequence.
+// - A group holds, from its checks to its answer, the file locks of its stripe and of every home
+//   stripe of its scopes (taken in ascending order, try-lock, all or back off). A record that
+//   touches a scope is only ever written under that scope's home-stripe lock, so under it the
+//   handle's view of the scope is exact (realm.ts `refresh`): the version check (CONFLICT) and the
+//   retry check (landed: Ok) are exact across handles and processes.
+// - The fence token is checked against the highest FENCE record in the group's stripe; an
+//   acquire writes its FENCE record into every stripe under that stripe's lock, so a commit that
+//   checked the old token has finished (or died with its record written) before the acquire
+//   answers, and every later one sees the new token (FENCED_OUT).
+// - The commit point is the group's fdatasync; a commit resolves only after it and after the
+//   published note names it. A failed write or sync answers UNAVAILABLE when the group was voided
+//   (it can never land) and INDETERMINATE when even that failed.
+
+import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
+import { isSeglogError } from '../../errors.js';
+import { CommitBatch } from '../batch.js';
+import { HostStoreError } from '../errors.js';
+import { scopeKey } from '../names.js';
+import {
+  batchPayloadBytes,
+  FRAME_HEADER_BYTES,
+  MAX_PAYLOAD_BYTES,
+  writeBatchPayload,
+  type UpdateIn,
+} from './format.js';
+import { BackOff, type RealmHandle } from './realm.js';
+import { GroupFailed } from './stripe.js';
+import { PENDING, type Rec, type RecUpdate, type ScopeEntry } from './view.js';
+
+const encoder = new TextEncoder();
+
+/** Test-only switches of the commit path (see FsHostStoreHooks). */
+export interface CommitSwitches {
+  skipVersionChecks?: boolean;
+  /** A planted mistake (crash runner tests only): accept any token. */
+  skipFenceCheck?: boolean;
+}
+
+interface Member {
+  batch: CommitBatch;
+  updates: readonly UpdateIn[];
+  names: Uint8Array[];
+  commitId: Uint8Array;
+  frameBytes: number;
+  entries: ScopeEntry[];
+  homes: number[];
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+interface Tip {
+  exists: boolean;
+  deleted: boolean;
+  version: number;
+  commitId: string;
+  first: number;
+  end: number;
+}
+
+type Verdict = { kind: 'landed' } | { kind: 'same'; as: Member } | { kind: 'accept' } | { kind: 'refuse'; error: HostStoreError };
+
+export class Committer {
+  readonly #r: RealmHandle;
+  readonly #switches: CommitSwitches;
+  readonly #queues: Member[][];
+  readonly #scheduled: boolean[];
+  /** The size of each stripe's last group (how it gathers the next). */
+  readonly #lastSize: number[] = [];
+  readonly #running = new Set<Promise<void>>();
+  /** Called after each group that wrote (the store schedules a checkpoint from it). */
+  onGroupWritten: () => void = () => undefined;
+
+  constructor(r: RealmHandle, switches: CommitSwitches) {
+    this.#r = r;
+    this.#switches = switches;
+    this.#queues = r.stripes.map(() => []);
+    this.#scheduled = r.stripes.map(() => false);
+  }
+
+  /** Checks what needs no state (the record's size), then queues the batch on its stripe. */
+  submit(batch: CommitBatch): Promise<void> {
+    const r = this.#r;
+    const updates = batch.updates;
+    const n = updates.length;
+    const entries: ScopeEntry[] = new Array(n);
+    const names: Uint8Array[] = new Array(n);
+    const homes: number[] = new Array(n);
+    let stripe = Infinity;
+    for (let i = 0; i < n; i++) {
+      const scope = updates[i]!.scope;
+      const e = r.view.entry(scopeKey(scope), scope.kind, scope.name);
+      entries[i] = e;
+      names[i] = e.nameBytes ??= encoder.encode(scope.name);
+      const h = (e.homeStripe ??= r.homeStripe(e.kind, e.name, e.key));
+      homes[i] = h;
+      if (h < stripe) stripe = h;
+    }
+    const commitId = encoder.encode(batch.commitId);
+    const payload = batchPayloadBytes(commitId, updates, names);
+    const frameBytes = FRAME_HEADER_BYTES + payload;
+    const limit = Math.min(MAX_PAYLOAD_BYTES, r.stripes[0]!.maxGroupBytes - FRAME_HEADER_BYTES);
+    if (payload > limit) {
+      return Promise.reject(HostStoreError.invalid(`the batch takes ${payload} bytes as a record, more than this store's ${limit}`));
+    }
+    return new Promise<void>((resolve, reject) => {
+      this.#queues[stripe]!.push({ batch, updates, names, commitId, frameBytes, entries, homes, resolve, reject });
+      this.#schedule(stripe);
+    });
+  }
+
+  /** Resolves once no group is running or queued. */
+  async drain(): Promise<void> {
+    while (this.#running.size > 0) await Promise.allSettled([...this.#running]);
+  }
+
+  #schedule(s: number): void {
+    if (this.#scheduled[s]) return;
+    this.#scheduled[s] = true;
+    const run = this.#run(s).finally(() => this.#running.delete(run));
+    this.#running.add(run);
+  }
+
+  async #run(s: number): Promise<void> {
+    // Gather the group: with concurrent writers, one turn of the event loop (every commit issued in
+    // this turn, also by other stripes' completions, joins); with one writer, only this turn's
+    // microtasks (a loop turn would only add latency).
+    if ((this.#lastSize[s] ?? 0) > 1) await nextTurn();
+    else await Promise.resolve();
+    try {
+      while (this.#queues[s]!.length > 0) {
+        const queue = this.#queues[s]!;
+        const budget = this.#r.stripes[s]!.maxGroupBytes;
+        let bytes = 0;
+        let n = 0;
+        while (n < queue.length && (n === 0 || bytes + queue[n]!.frameBytes <= budget)) bytes += queue[n++]!.frameBytes;
+        const members = queue.splice(0, n);
+        this.#lastSize[s] = members.length;
+        await this.#group(s, members);
+      }
+    } finally {
+      this.#scheduled[s] = false;
+      if (this.#queues[s]!.length > 0) this.#schedule(s);
+    }
+  }
+
+  async #group(s: number, members: Member[]): Promise<void> {
+    const r = this.#r;
+    const set = [...new Set([s, ...members.flatMap((m) => m.homes)])].sort((a, b) => a - b);
+    const releases: (() => void)[] = [];
+    const settled = new Set<Member>();
+    const settle = (m: Member, err?: unknown): void => {
+      if (settled.has(m)) return;
+      settled.add(m);
+      if (err === undefined) m.resolve();
+      else m.reject(err);
+    };
+    let wrote = false;
+    try {
+      for (const j of set) releases.push(await r.stripes[j]!.mutex.lock());
+      if (r.closed) throw HostStoreError.unavailable('the store handle is closed');
+      const poisoned = r.stripes[s]!.poisoned;
+      if (poisoned !== null) throw poisoned;
+      await this.#lockAndRefresh(set);
+      const entries = members.length === 1 ? members[0]!.entries : members.flatMap((m) => m.entries);
+      await r.resolve(entries);
+      // A record that builds on a version not read yet (another stripe's note was read first):
+      // that version was published before the record was written, so reading again finds it.
+      for (let i = 0; i < 3 && entries.some((e) => e.slots.size > 0 && r.view.stoppedOn(e) === PENDING); i++) {
+        await r.catchUpAll();
+        await r.resolve(entries);
+      }
+      const overlay = new Map<ScopeEntry, Tip>();
+      const byCommitId = new Map<string, Member>();
+      const accepted: Member[] = [];
+      const followers = new Map<Member, Member[]>();
+      for (const m of members) {
+        const v = this.#check(s, m, overlay, byCommitId);
+        if (v.kind === 'refuse') settle(m, v.error);
+        else if (v.kind === 'landed') settle(m);
+        else if (v.kind === 'same') followers.set(v.as, [...(followers.get(v.as) ?? []), m]);
+        else {
+          accepted.push(m);
+          byCommitId.set(m.batch.commitId, m);
+        }
+      }
+      if (accepted.length > 0) {
+        const st = r.stripes[s]!;
+        // One buffer for the group; each frame a view of it.
+        let total = 0;
+        for (const m of accepted) total += m.frameBytes;
+        const buffer = new Uint8Array(total);
+        const layouts: { heads: ([number, number] | undefined)[]; rows: number[][] }[] = [];
+        const frames: Uint8Array[] = [];
+        for (let i = 0, at = 0; i < accepted.length; i++) {
+          const m = accepted[i]!;
+          const f = buffer.subarray(at, at + m.frameBytes);
+          const layout = { heads: [] as ([number, number] | undefined)[], rows: [] as number[][] };
+          writeBatchPayload(f, FRAME_HEADER_BYTES, m.batch.token, m.commitId, m.updates, m.names, layout);
+          frames.push(f);
+          layouts.push(layout);
+          at += m.frameBytes;
+        }
+        const fence = st.cursor.fence;
+        let written;
+        try {
+          written = await st.write(frames, fence);
+        } catch (err) {
+          if (err instanceof GroupFailed) {
+            const answer = err.voided
+              ? HostStoreError.unavailable(`the commit's write failed and was voided; nothing was applied: ${err.cause.message}`, err.cause)
+              : HostStoreError.indeterminate(`the commit's write failed and its outcome is unknown: ${err.cause.message}`, err.cause);
+            for (const m of accepted) {
+              settle(m, answer);
+              for (const f of followers.get(m) ?? []) settle(f, answer);
+            }
+            return;
+          }
+          throw err;
+        }
+        wrote = true;
+        for (let i = 0; i < accepted.length; i++) {
+          const w = written[i]!;
+          r.view.add(recOfMember(s, w.seq, w.offset, w.lsn, fence, accepted[i]!, layouts[i]!));
+        }
+        for (const m of accepted) {
+          settle(m);
+          for (const f of followers.get(m) ?? []) settle(f);
+        }
+      }
+      for (const [, fs] of followers) for (const f of fs) settle(f);
+    } catch (err) {
+      const answer =
+        err instanceof HostStoreError
+          ? err
+          : HostStoreError.unavailable(`the commit could not be made: ${err instanceof Error ? err.message : String(err)}`, err);
+      for (const m of members) settle(m, answer);
+    } finally {
+      for (const release of releases) release();
+      r.linger(set);
+      if (wrote) this.onGroupWritten();
+    }
+  }
+
+  /** Takes the group's stripe locks and makes the view exact for their scopes (backing off when told to). */
+  async #lockAndRefresh(set: readonly number[]): Promise<void> {
+    const r = this.#r;
+    const deadline = performance.now() + r.s.lockWaitMs;
+    let delay = 1;
+    for (;;) {
+      await r.lockStripes(set);
+      try {
+        await r.refresh(set);
+        return;
+      } catch (err) {
+        if (!(err instanceof BackOff)) throw err;
+      }
+      for (const j of set) await r.stripes[j]!.unlock();
+      await r.releaseIdle();
+      if (performance.now() > deadline) throw HostStoreError.unavailable('the stripes a commit needs stayed busy');
+      await sleep(delay * (0.5 + Math.random()));
+      delay = Math.min(delay * 2, 16);
+    }
+  }
+
+  /** The scope's state as the members accepted so far in this group leave it (read-only). */
+  #tip(e: ScopeEntry, overlay: Map<ScopeEntry, Tip>): Tip {
+    return overlay.get(e) ?? this.#r.view.state(e);
+  }
+
+  /** The checks of one member against the view and the members accepted before it in its group. */
+  #check(s: number, m: Member, overlay: Map<ScopeEntry, Tip>, byCommitId: Map<string, Member>): Verdict {
+    const r = this.#r;
+    const batch = m.batch;
+    const earlier = byCommitId.get(batch.commitId);
+    if (earlier !== undefined) return { kind: 'same', as: earlier };
+    // A retry of a batch that landed: some scope it writes shows its commit id at its version.
+    for (let i = 0; i < m.updates.length; i++) {
+      const u = m.updates[i]!;
+      const e = m.entries[i]!;
+      const tip = this.#tip(e, overlay);
+      if (tip.version < u.next) continue;
+      if (tip.version === u.next && tip.commitId === batch.commitId) return { kind: 'landed' };
+      if (r.view.visibleAt(e, u.next)?.commitId === batch.commitId) return { kind: 'landed' };
+    }
+    const fence = this.#switches.skipFenceCheck === true ? batch.token : r.stripes[s]!.cursor.fence;
+    if (batch.token < fence) return { kind: 'refuse', error: HostStoreError.fencedOut(fence) };
+    if (batch.token > fence) return { kind: 'refuse', error: HostStoreError.invalid(`fence token ${batch.token} was never issued`) };
+    const next: Tip[] = [];
+    for (let i = 0; i < m.updates.length; i++) {
+      const u = m.updates[i]!;
+      const e = m.entries[i]!;
+      const tip = this.#tip(e, overlay);
+      const scope = batch.updates[i]!.scope;
+      if (!this.#switches.skipVersionChecks) {
+        if (u.previous === null && tip.deleted) {
+          return { kind: 'refuse', error: HostStoreError.invalid(`${scope.kind} scope ${JSON.stringify(scope.name)} was deleted; its name is not created again`, { update: i }) };
+        }
+        const current = tip.exists ? tip.version : null;
+        if (current !== u.previous) return { kind: 'refuse', error: HostStoreError.conflict(scope, current) };
+      }
+      const t: Tip = { exists: tip.exists, deleted: tip.deleted, version: u.next, commitId: batch.commitId, first: tip.first, end: tip.end };
+      if (u.previous === null) {
+        t.exists = true;
+        t.deleted = false;
+        t.first = 0;
+        t.end = 0;
+      }
+      if (u.delete === true) {
+        t.exists = false;
+        t.deleted = true;
+        t.first = t.end;
+      } else {
+        if (u.truncateAfter !== undefined) {
+          if (u.truncateAfter < t.first) {
+            return {
+              kind: 'refuse',
+              error: HostStoreError.invalid(`update ${i}: truncateAfter ${u.truncateAfter} is below the first visible row ${t.first}`, { update: i, first: t.first }),
+            };
+          }
+          if (u.truncateAfter < t.end) t.end = u.truncateAfter;
+        }
+        if (u.dropBefore !== undefined && u.dropBefore > t.first) t.first = Math.min(u.dropBefore, t.end);
+        t.end += u.append?.length ?? 0;
+        if (!Number.isSafeInteger(t.end)) return { kind: 'refuse', error: HostStoreError.invalid(`update ${i}: row indices would overflow`) };
+      }
+      next.push(t);
+    }
+    for (let i = 0; i < m.entries.length; i++) overlay.set(m.entries[i]!, next[i]!);
+    return { kind: 'accept' };
+  }
+}
+
+/** The view's record of a member just written (the same record a scan of the stripe reads back). */
+function recOfMember(stripe: number, seq: number, offset: number, lsn: number, fence: number, m: Member, layout: { heads: ([number, number] | undefined)[]; rows: number[][] }): Rec {
+  const base = offset + FRAME_HEADER_BYTES;
+  const updates: RecUpdate[] = new Array(m.updates.length);
+  for (let i = 0; i < m.updates.length; i++) {
+    const u = m.updates[i]!;
+    const e = m.entries[i]!;
+    const head = layout.heads[i];
+    const rows = layout.rows[i]!;
+    for (let k = 0; k < rows.length; k += 2) rows[k]! += base;
+    updates[i] = {
+      key: e.key,
+      kind: e.kind,
+      name: e.name,
+      previous: u.previous,
+      next: u.next,
+      del: u.delete === true,
+      truncateAfter: u.truncateAfter,
+      dropBefore: u.dropBefore,
+      head: head === undefined ? undefined : [base + head[0], head[1]],
+      rows,
+    };
+  }
+  return { stripe, seq, offset, lsn, fence, token: m.batch.token, commitId: m.batch.commitId, updates };
+}
+
+/** True for the I/O error a severed (killed) handle answers. */
+export function isSevered(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === 'ESEVERED' || (isSeglogError(err) && (err.cause as { code?: unknown } | undefined)?.code === 'ESEVERED');
+}
+
+export { CommitBatch };

@@ -1,0 +1,637 @@
+// One handle's hold on a realm directory: everything the fs host store's operations share.
+//
+// Owns: creating a realm (`FORMAT`, the fence lock made with O_EXCL, the stripes, the checkpoint
+// cell), opening one (a new boot's recovery of every stripe, the view built from the checkpoint
+// on), and the handle's machinery: catching the view up with the stripes (lock-free, up to each
+// published note), taking stripe locks (try-lock only, all-or-back-off, so two processes never
+// deadlock), refreshing a stripe's scopes under its lock (adopting a dead writer's records), and
+// loading home bases. Guarantees:
+// - After `refresh(L)` every record that touches a scope homed in a stripe of L is in the view,
+//   durable and published, and no other handle can add one while the locks stay held.
+// - A realm exists once its FORMAT cell exists; creation runs under the fence lock, so two
+//   processes creating one realm at once end with one realm.
+// - Every stripe's published note carries this boot's id before the handle serves anything: a
+//   note from an earlier boot may have lost its last rewrite in a crash, so the first handle of a
+//   boot rescans and republishes every stripe under its lock.
+
+import * as path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { openCell } from '../../../cells/index.js';
+import { chooseLive, decodeSlot, DEFAULT_SLOT_BYTES } from '../../../cells/format.js';
+import type { Clock } from '../../clock.js';
+import { corrupt, fromIo, invalid, isSeglogError } from '../../errors.js';
+import type { FileHandle, FileSystem } from '../../fs/types.js';
+import { HostStoreError } from '../errors.js';
+import type { FenceTiming } from '../timing.js';
+import type { ScopeKind } from '../types.js';
+import {
+  decodeCheckpoint,
+  decodeFormat,
+  encodeCheckpoint,
+  encodeFormat,
+  encodePublished,
+  MAX_STRIPES,
+  parseScopeLeaf,
+  sameBytes,
+  scopeDigest,
+  STRIPE_HEADER_BYTES,
+  type CheckpointValue,
+  type HomeValue,
+  type Position,
+  type RealmFormat,
+} from './format.js';
+import { HomeRows, readHome, scopeDirOf } from './home.js';
+import { createStripeFile, Stripe, StripeGone, stripeDir, type HostMistakes } from './stripe.js';
+import { View, type ScopeEntry } from './view.js';
+
+/** Settings a handle runs with (FsHostStoreOptions after defaults). */
+export interface RealmSettings {
+  fs: FileSystem;
+  clock: Clock;
+  timing: FenceTiming;
+  holderId: string;
+  boot: Uint8Array;
+  stripes: number | undefined;
+  stripeFileBytes: number;
+  preallocBytes: number;
+  checkpointBytes: number;
+  lockLingerMs: number;
+  lockWaitMs: number;
+  /** Test-only planted mistakes. */
+  mistakes: HostMistakes;
+  /** Homes a checkpoint round finishes at once (2 on the commits' thread, more on a worker). */
+  checkpointConcurrency: number;
+}
+
+/** Thrown inside a group when it must let go of its locks and try again. */
+export class BackOff extends Error {
+  constructor() {
+    super('back off and retry');
+  }
+}
+
+function isMissing(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === 'ENOENT';
+}
+
+function isExists(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === 'EEXIST';
+}
+
+/** Reads a cell's value without opening it for writing (lock-free); null when the file does not exist. */
+export async function peekCell(fs: FileSystem, file: string, slotBytes = DEFAULT_SLOT_BYTES): Promise<Uint8Array | null> {
+  for (let attempt = 0; ; attempt++) {
+    let h: FileHandle;
+    try {
+      h = await fs.open(file, 'read');
+    } catch (err) {
+      if (isMissing(err)) return null;
+      throw err;
+    }
+    const bytes = new Uint8Array(2 * slotBytes);
+    try {
+      await h.read(bytes, 0);
+    } finally {
+      await h.close().catch(() => undefined);
+    }
+    try {
+      const live = chooseLive(decodeSlot(bytes, 0, slotBytes), decodeSlot(bytes, slotBytes, slotBytes), file);
+      if (live === null) throw corrupt(`cell ${file} has no valid slot`, { file });
+      return live.value;
+    } catch (err) {
+      if (attempt >= 4 || !isSeglogError(err, 'CORRUPT')) throw err;
+      await sleep(1 + attempt);
+    }
+  }
+}
+
+/** Takes a file's try-lock, retrying with backoff until `waitMs` passed (real time). */
+export async function lockWithin(handle: FileHandle, waitMs: number, what: string): Promise<void> {
+  const deadline = performance.now() + waitMs;
+  let delay = 1;
+  for (;;) {
+    if (await handle.tryLock()) return;
+    if (performance.now() > deadline) throw HostStoreError.unavailable(`${what} stayed locked by another handle for ${waitMs} ms`);
+    await sleep(delay * (0.5 + Math.random()));
+    delay = Math.min(delay * 2, 20);
+  }
+}
+
+/**
+ * Creates the realm in `dir` unless it exists; answers its format. The fence lock file is made
+ * here with O_EXCL; creation runs holding its flock, and FORMAT is written last (the commit point).
+ */
+export async function ensureRealm(dir: string, s: RealmSettings): Promise<RealmFormat> {
+  const fs = s.fs;
+  const formatFile = path.join(dir, 'FORMAT');
+  const existing = await peekCell(fs, formatFile);
+  if (existing !== null) return checkStripes(decodeFormat(existing, formatFile), s);
+  if ((await fs.stat(dir)) === null) {
+    await fs.mkdir(dir);
+    await fs.syncDir(path.dirname(path.resolve(dir)));
+  }
+  await fs.mkdir(path.join(dir, 'fence'));
+  const lockFile = path.join(dir, 'fence', 'lock');
+  let lock: FileHandle;
+  try {
+    lock = await fs.open(lockFile, 'create-exclusive');
+    await fs.syncDir(dir);
+    await fs.syncDir(path.join(dir, 'fence'));
+  } catch (err) {
+    if (!isExists(err)) throw err;
+    lock = await fs.open(lockFile, 'write');
+  }
+  try {
+    await lockWithin(lock, s.lockWaitMs, `the realm ${dir}`);
+    const again = await peekCell(fs, formatFile);
+    if (again !== null) return checkStripes(decodeFormat(again, formatFile), s);
+    const stripes = s.stripes ?? 4;
+    const format: RealmFormat = { stripes, realmId: Uint8Array.from(randomBytes(16)) };
+    const start: Position = { seq: 0, offset: STRIPE_HEADER_BYTES, lsn: 1, fence: 0 };
+    await fs.mkdir(path.join(dir, 'stripes'));
+    await fs.mkdir(path.join(dir, 'scopes'));
+    for (let k = 0; k < stripes; k++) {
+      const sd = stripeDir(dir, k);
+      await fs.mkdir(sd);
+      const made = await createStripeFile(fs, sd, { stripe: k, seq: 0, firstLsn: 1, fence: 0, realmTag: format.realmId }, s.preallocBytes);
+      await made.handle.close();
+      for (const name of ['lock', 'gate', 'published']) {
+        const h = await fs.open(path.join(sd, name), 'create');
+        try {
+          if (name === 'published') {
+            await h.truncate(0);
+            await h.write(encodePublished({ ...start, boot: s.boot }), 0);
+            await h.datasync();
+          }
+        } finally {
+          await h.close();
+        }
+      }
+      await fs.syncDir(sd);
+    }
+    await fs.syncDir(path.join(dir, 'stripes'));
+    await fs.syncDir(dir);
+    const checkpoint = await openCell(path.join(dir, 'checkpoint'), { fs });
+    try {
+      await checkpoint.write(encodeCheckpoint({ round: 0, positions: Array.from({ length: stripes }, () => ({ ...start })) }));
+    } finally {
+      await checkpoint.close();
+    }
+    const cell = await openCell(formatFile, { fs });
+    try {
+      await cell.write(encodeFormat(format));
+    } finally {
+      await cell.close();
+    }
+    return format;
+  } finally {
+    await lock.close().catch(() => undefined);
+  }
+}
+
+function checkStripes(format: RealmFormat, s: RealmSettings): RealmFormat {
+  if (s.stripes !== undefined && s.stripes !== format.stripes) {
+    throw HostStoreError.invalid(`the realm has ${format.stripes} stripes; options.stripes ${s.stripes} applies only when a realm is created`);
+  }
+  return format;
+}
+
+export function checkStripeCount(n: unknown): number | undefined {
+  if (n === undefined) return undefined;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > MAX_STRIPES) throw invalid(`stripes must be an integer in [1, ${MAX_STRIPES}]`);
+  return n;
+}
+
+/** The handle's machinery (see the module header). */
+export class RealmHandle {
+  readonly dir: string;
+  readonly s: RealmSettings;
+  readonly fs: FileSystem;
+  readonly format: RealmFormat;
+  readonly stripes: Stripe[];
+  readonly view: View;
+  readonly homeRows: HomeRows;
+  /** Scopes with a home directory, by leaf name; `named` once their cell was read. */
+  readonly homeDirs = new Map<string, { kind: ScopeKind; digest: string; named: boolean }>();
+  /** The checkpoint positions this handle last read. */
+  checkpoint: CheckpointValue;
+  readonly #digests = new Map<string, string>();
+  /** Set by close or by a failure that makes the handle unusable. */
+  closed = false;
+
+  private constructor(dir: string, s: RealmSettings, format: RealmFormat, stripes: Stripe[], checkpoint: CheckpointValue) {
+    this.dir = dir;
+    this.s = s;
+    this.fs = s.fs;
+    this.format = format;
+    this.stripes = stripes;
+    this.view = new View(format.stripes);
+    this.homeRows = new HomeRows(s.fs);
+    this.checkpoint = checkpoint;
+  }
+
+  static async open(dir: string, s: RealmSettings): Promise<RealmHandle> {
+    const format = await ensureRealm(dir, s);
+    const checkpoint = await readCheckpoint(s.fs, dir, format.stripes);
+    const stripes: Stripe[] = [];
+    for (let k = 0; k < format.stripes; k++) {
+      const cfg = { fs: s.fs, realm: dir, index: k, realmTag: format.realmId.slice(0, 8), boot: s.boot, fileBytes: s.stripeFileBytes, preallocBytes: s.preallocBytes, mistakes: s.mistakes };
+      const start = checkpoint.positions[k]!;
+      const st = new Stripe(cfg, start, 0);
+      try {
+        st.cursorSalt = await st.saltOf(start.seq);
+      } catch (err) {
+        for (const open of [...stripes, st]) await open.close();
+        throw err;
+      }
+      stripes.push(st);
+    }
+    const handle = new RealmHandle(dir, s, format, stripes, checkpoint);
+    try {
+      for (const st of stripes) await handle.#recoverBoot(st);
+      await handle.catchUpAll();
+      await handle.scanHomeDirs();
+    } catch (err) {
+      await handle.closeFiles();
+      throw err;
+    }
+    return handle;
+  }
+
+  /**
+   * Makes sure the stripe's published note is of this boot: otherwise rescans it under its lock
+   * from the checkpoint (every CRC-valid record past the note is on disk after a reboot, and was
+   * possibly acknowledged: the note is rewritten without a sync), syncs and republishes.
+   */
+  async #recoverBoot(st: Stripe): Promise<void> {
+    const deadline = performance.now() + this.s.lockWaitMs;
+    let delay = 1;
+    for (;;) {
+      const pub = await st.readPublished();
+      if (pub !== null && sameBytes(pub.boot, this.s.boot)) return;
+      if (await st.tryLock()) {
+        try {
+          const pubNow = await st.readPublished();
+          if (pubNow !== null && sameBytes(pubNow.boot, this.s.boot)) return;
+          const scan = await st.scan(st.cursor, st.cursorSalt, null);
+          await st.adopt(scan, pubNow);
+          // The view is built by the ordinary catch-up that follows.
+          return;
+        } finally {
+          await st.unlock();
+        }
+      }
+      // Another process of this boot holds the lock: it republishes before it writes anything.
+      if (performance.now() > deadline) throw HostStoreError.unavailable(`stripe ${st.index} stayed locked while recovering`);
+      await sleep(delay);
+      delay = Math.min(delay * 2, 20);
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Names
+
+  digestOf(kind: ScopeKind, name: string, key: string): string {
+    let d = this.#digests.get(key);
+    if (d === undefined) {
+      d = scopeDigest(kind, name);
+      this.#digests.set(key, d);
+    }
+    return d;
+  }
+
+  /** The stripe a scope is homed in: the first 32 bits of its digest, modulo the stripe count. */
+  homeStripe(kind: ScopeKind, name: string, key: string): number {
+    return parseInt(this.digestOf(kind, name, key).slice(0, 8), 16) % this.format.stripes;
+  }
+
+  scopeDir(e: { kind: ScopeKind; name: string; key: string }): string {
+    return scopeDirOf(this.dir, e.kind, this.digestOf(e.kind, e.name, e.key));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Catching up
+
+  /** Reads stripe `j`'s records up to its published note into the view (no lock). */
+  async catchUp(j: number): Promise<void> {
+    const st = this.stripes[j]!;
+    if (st.flockHeld && st.fresh) return; // we are its only writer: the view has everything
+    await st.cursorLock.run(async () => {
+      if (st.flockHeld && st.fresh) return;
+      // The note is rewritten in place without a lock: a read that meets the rewrite fails its CRC
+      // and is simply read again.
+      let pub = await st.readPublished();
+      for (let attempt = 0; pub === null && attempt < 20; attempt++) {
+        await sleep(attempt < 5 ? 0 : 1);
+        pub = await st.readPublished();
+      }
+      if (pub === null) throw corrupt(`stripe ${j}: the published note is unreadable`, { stripe: j });
+      if (pub.lsn <= st.cursor.lsn) return;
+      const res = await st.scan(st.cursor, st.cursorSalt, pub);
+      for (const rec of res.recs) this.view.add(rec);
+      st.cursor = res.end;
+      st.cursorSalt = res.endSalt;
+    });
+  }
+
+  /** Catches every stripe up; when a stripe file is gone, jumps to the checkpoint and tries again. */
+  async catchUpAll(only?: readonly number[]): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await Promise.all((only ?? this.stripes.map((_, k) => k)).map((k) => this.catchUp(k)));
+        return;
+      } catch (err) {
+        if (!(err instanceof StripeGone) || attempt >= 3) throw err;
+        await this.jump();
+      }
+    }
+  }
+
+  /**
+   * Under stripe `j`'s lock: reads to the valid end, adopts what is unpublished (a dead writer's
+   * records: fdatasync, then publish), adds it to the view.
+   */
+  async lockedCatchUp(j: number): Promise<void> {
+    const st = this.stripes[j]!;
+    await st.cursorLock.run(async () => {
+      const pub = await st.readPublished();
+      const res = await st.scan(st.cursor, st.cursorSalt, null);
+      let adopted;
+      try {
+        adopted = await st.adopt(res, pub);
+      } catch (err) {
+        const cause = fromIo(err, `adopt records of stripe ${j}`, st.dir);
+        st.poisoned = HostStoreError.unavailable(`stripe ${j} refuses writes after an I/O failure; reopen the store`, cause);
+        throw st.poisoned;
+      }
+      for (const rec of res.recs) this.view.add(rec);
+      st.cursor = adopted.end;
+      st.cursorSalt = adopted.salt;
+    });
+  }
+
+  /**
+   * Makes the view exact for every scope homed in a stripe of `locked` (whose file locks this
+   * handle holds): catches up every stripe up to the highest of them, adopting dead writers'
+   * records; a record past a published note elsewhere that touches one of those scopes is adopted
+   * under that stripe's lock too (or the caller backs off).
+   */
+  async refresh(locked: readonly number[]): Promise<void> {
+    const stale = locked.filter((h) => !this.stripes[h]!.fresh);
+    if (stale.length === 0) return;
+    const top = Math.max(...stale);
+    const inSet = new Set(locked);
+    for (let j = 0; j <= top; j++) {
+      if (inSet.has(j)) {
+        if (!this.stripes[j]!.fresh) await this.lockedCatchUp(j);
+        continue;
+      }
+      await this.catchUpAll([j]);
+      await this.#adoptStrays(j, inSet);
+    }
+    for (const h of stale) this.stripes[h]!.fresh = true;
+  }
+
+  /** Records past stripe `j`'s published note that touch a scope homed in `homes`: adopt them under j's lock. */
+  async #adoptStrays(j: number, homes: ReadonlySet<number>): Promise<void> {
+    const st = this.stripes[j]!;
+    if (st.flockHeld) return; // another group of ours holds it and adopted on taking it
+    const probe = await st.scan(st.cursor, st.cursorSalt, null);
+    const stray = probe.recs.some((rec) => rec.updates.some((u) => homes.has(this.homeStripe(u.kind, u.name, u.key))));
+    if (!stray) return;
+    if (st.mutex.busy) throw new BackOff();
+    const release = await st.mutex.lock();
+    try {
+      if (!(await st.tryLock())) throw new BackOff();
+      try {
+        await this.lockedCatchUp(j);
+      } finally {
+        await st.unlock();
+      }
+    } finally {
+      release();
+    }
+  }
+
+  /** Re-reads the checkpoint and moves every cursor that fell behind it there (their files are gone). */
+  async jump(): Promise<void> {
+    const ck = await readCheckpoint(this.fs, this.dir, this.format.stripes);
+    this.checkpoint = ck;
+    for (let j = 0; j < this.stripes.length; j++) {
+      const st = this.stripes[j]!;
+      const p = ck.positions[j]!;
+      await st.cursorLock.run(async () => {
+        if (st.cursor.lsn < p.lsn) {
+          st.cursorSalt = await st.saltOf(p.seq);
+          st.cursor = { ...p };
+        }
+      });
+      this.view.trim(j, p.lsn);
+    }
+    // Records this handle never read were applied to homes: any home may be newer than it knows.
+    this.view.forgetAllHomes();
+    await this.scanHomeDirs();
+  }
+
+  /** Reads the checkpoint and drops from the view what it covers (memory stays bounded). */
+  async trimToCheckpoint(): Promise<void> {
+    const ck = await readCheckpoint(this.fs, this.dir, this.format.stripes);
+    if (ck.round === this.checkpoint.round) return;
+    this.checkpoint = ck;
+    for (let j = 0; j < this.stripes.length; j++) {
+      for (const e of this.view.trim(j, Math.min(ck.positions[j]!.lsn, this.stripes[j]!.cursor.lsn))) this.#noteHome(e);
+    }
+  }
+
+  #noteHome(e: ScopeEntry): void {
+    const digest = this.digestOf(e.kind, e.name, e.key);
+    const leaf = path.basename(scopeDirOf(this.dir, e.kind, digest));
+    if (!this.homeDirs.has(leaf)) this.homeDirs.set(leaf, { kind: e.kind, digest, named: true });
+  }
+
+  async scanHomeDirs(): Promise<void> {
+    const root = path.join(this.dir, 'scopes');
+    let fanouts: string[];
+    try {
+      fanouts = await this.fs.readdir(root);
+    } catch (err) {
+      if (isMissing(err)) return;
+      throw err;
+    }
+    await Promise.all(
+      fanouts.map(async (f) => {
+        if (!/^[0-9a-f]{2}$/.test(f)) return;
+        let leaves: string[];
+        try {
+          leaves = await this.fs.readdir(path.join(root, f));
+        } catch (err) {
+          if (isMissing(err)) return;
+          throw err;
+        }
+        for (const leaf of leaves) {
+          const parsed = parseScopeLeaf(leaf);
+          if (parsed !== null && !this.homeDirs.has(leaf)) this.homeDirs.set(leaf, { ...parsed, named: false });
+        }
+      }),
+    );
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Homes
+
+  /** Reads the scope's home cell into the view (lock-free). */
+  async loadHome(e: ScopeEntry): Promise<HomeValue | null> {
+    const home = await readHome(this.fs, this.scopeDir(e));
+    if (home !== null && (home.kind !== e.kind || home.name !== e.name)) {
+      throw corrupt(`home of ${e.kind} scope ${JSON.stringify(e.name)} names another scope`, { dir: this.scopeDir(e) });
+    }
+    this.view.setHome(e, home);
+    return home;
+  }
+
+  /** True when `home` reflects a record this handle has not read yet. */
+  ahead(home: HomeValue | null | undefined): boolean {
+    if (home === null || home === undefined) return false;
+    return home.cut.some((lsn, j) => j < this.stripes.length && lsn > this.stripes[j]!.cursor.lsn);
+  }
+
+  /**
+   * Makes the states of `entries` computable: loads every home base they depend on, and catches up
+   * when a home reflects records not read yet.
+   */
+  async resolve(entries: readonly ScopeEntry[]): Promise<void> {
+    for (let round = 0; round < 1000; round++) {
+      for (const e of entries) this.view.state(e);
+      const wanted = this.view.takeWanted();
+      if (wanted.length === 0) return;
+      let behind = false;
+      await forEachLimited(wanted, 16, async (e) => {
+        if (this.ahead(await this.loadHome(e))) behind = true;
+      });
+      if (behind) await this.catchUpAll();
+    }
+    throw HostStoreError.unavailable('the view did not settle');
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Stripe locks
+
+  /**
+   * Takes the file locks of `set` (ascending; the caller holds their in-handle mutexes). When one
+   * is taken elsewhere it lets go of all of them and of idle lingering ones, backs off and tries
+   * again, so two processes never wait on each other; UNAVAILABLE after `lockWaitMs`.
+   */
+  async lockStripes(set: readonly number[]): Promise<void> {
+    const deadline = performance.now() + this.s.lockWaitMs;
+    let delay = 0.5;
+    for (;;) {
+      let ok = true;
+      const now = performance.now();
+      for (const j of set) {
+        const st = this.stripes[j]!;
+        // A closed gate: an acquire waits for this stripe; let go of it (even a lingering hold).
+        // A lock kept from the groups before checks the gate at most once a millisecond.
+        const checkGate = !st.flockHeld || now - st.gateCheckedAt > 1;
+        if (checkGate) st.gateCheckedAt = now;
+        if ((checkGate && !(await st.gateOpen())) || !(await st.tryLock())) {
+          ok = false;
+          break;
+        }
+      }
+      if (ok) return;
+      for (const j of set) await this.stripes[j]!.unlock();
+      await this.releaseIdle();
+      if (performance.now() > deadline) throw HostStoreError.unavailable(`stripe locks ${set.join(',')} stayed taken for ${this.s.lockWaitMs} ms`);
+      await sleep(delay * (0.5 + Math.random()));
+      delay = Math.min(delay * 2, 16);
+    }
+  }
+
+  /**
+   * Takes every stripe lock for an acquire (the caller holds every in-handle mutex): in ascending
+   * order, closing each stripe's gate first and keeping what it took while it waits for the next,
+   * so commits that keep a stripe busy let go of it. Groups never wait holding a lock (they back
+   * off), so this cannot deadlock. UNAVAILABLE after `lockWaitMs`, holding nothing.
+   */
+  async lockAllForAcquire(): Promise<void> {
+    const deadline = performance.now() + this.s.lockWaitMs;
+    try {
+      for (const st of this.stripes) {
+        let delay = 0.25;
+        while (!(await st.holdGate()) || !(await st.tryLock())) {
+          if (performance.now() > deadline) throw HostStoreError.unavailable(`stripe ${st.index} stayed locked for ${this.s.lockWaitMs} ms`);
+          await sleep(delay * (0.5 + Math.random()));
+          delay = Math.min(delay * 2, 8);
+        }
+      }
+    } catch (err) {
+      for (const st of this.stripes) {
+        await st.unlock().catch(() => undefined);
+        await st.releaseGate().catch(() => undefined);
+      }
+      throw err;
+    }
+  }
+
+  /** Opens every gate this handle closed. */
+  async openGates(): Promise<void> {
+    for (const st of this.stripes) await st.releaseGate();
+  }
+
+  /** Lets go of every stripe lock no group of this handle is using. */
+  async releaseIdle(): Promise<void> {
+    for (const st of this.stripes) if (st.flockHeld && !st.mutex.busy) await st.unlock();
+  }
+
+  /** After a group: keeps the locks a moment (a next group needs no catch-up) and then lets go. */
+  linger(set: readonly number[]): void {
+    const wait = this.s.lockLingerMs;
+    const now = performance.now();
+    for (const j of set) {
+      const st = this.stripes[j]!;
+      if (!st.flockHeld) continue;
+      if (wait <= 0) {
+        if (!st.mutex.busy) void st.unlock().catch(() => undefined);
+        continue;
+      }
+      st.lastUse = now;
+      // One timer per stripe, re-armed for what is left rather than replaced after every group.
+      if (st.lingerTimer !== null) continue;
+      const fire = (): void => {
+        const left = st.lastUse + wait - performance.now();
+        if (left > 0.05 && st.flockHeld) {
+          st.lingerTimer = setTimeout(fire, left);
+          st.lingerTimer.unref();
+          return;
+        }
+        st.lingerTimer = null;
+        if (st.mutex.busy || !st.flockHeld) return;
+        void st.unlock().catch(() => undefined);
+      };
+      st.lingerTimer = setTimeout(fire, wait);
+      st.lingerTimer.unref();
+    }
+  }
+
+  async closeFiles(): Promise<void> {
+    for (const st of this.stripes) await st.close();
+  }
+}
+
+/** Reads the checkpoint cell (lock-free). */
+export async function readCheckpoint(fs: FileSystem, dir: string, stripes: number): Promise<CheckpointValue> {
+  const file = path.join(dir, 'checkpoint');
+  const value = await peekCell(fs, file);
+  if (value === null) throw corrupt(`${file} is missing`, { file });
+  return decodeCheckpoint(value, stripes, file);
+}
+
+/** Runs `fn` over `items`, at most `limit` at a time. */
+export async function forEachLimited<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) await fn(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}

@@ -1,0 +1,531 @@
+// The file-system host store: `openFsHostStore(dir, options)` → `FsHostStore`.
+//
+// Owns: the public class and its options, the loads (loadHead, readRows, listHeads), and the
+// wiring of the commit path (commit.ts), the fence (fence.ts) and the checkpointer
+// (checkpoint.ts) over one handle's realm machinery (realm.ts). Guarantees: the nine obligations
+// of the Host Store SPI between handles in one process and between processes on one machine,
+// with obligations 4 and 5 met at commit (CONFLICT, FENCED_OUT) and loads that still resolve
+// deterministically if two batches for one version ever reach the disk. Loads take no lock: they
+// read each stripe up to its published note, so a stalled commit never holds up a load.
+// The design, the argument per obligation and the crash-safety argument are in
+// docs/host-store.md; the bytes in docs/format-host.md.
+
+import * as os from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { Worker } from 'node:worker_threads';
+import { isIndex } from '../../assert.js';
+import { monotonicClock, type Clock } from '../../clock.js';
+import { realFs } from '../../fs/real.js';
+import type { FileSystem } from '../../fs/types.js';
+import { CommitBatch } from '../batch.js';
+import { HostStoreError } from '../errors.js';
+import { checkScopeKind, checkScopeName, checkScopeRef, compareNames, scopeKey } from '../names.js';
+import { FenceTiming } from '../timing.js';
+import type { AcquireMode, FenceGrant, HeadPage, HostStore, ListedHead, Row, ScopeKind, ScopeRef, VersionedHead } from '../types.js';
+import { checkpointRound } from './checkpoint.js';
+import type { CheckpointAnswer, CheckpointRequest, CheckpointWorkerData } from './checkpoint-worker.js';
+import { Committer } from './commit.js';
+import { acquire, renew } from './fence.js';
+import { bootBytes, MAX_HOLDER_ID_BYTES, type HomeValue } from './format.js';
+import { readHome, readHomeHead, scopeDirOf } from './home.js';
+import { checkStripeCount, forEachLimited, RealmHandle, type RealmSettings } from './realm.js';
+import { StripeGone, type HostMistakes } from './stripe.js';
+import { PENDING, ScopeEntry, type ScopeState } from './view.js';
+
+const MiB = 1024 * 1024;
+
+/**
+ * Test-only hooks of the fs host store. They exist so that tests can hold a commit in flight
+ * (the conformance suite's stallCommits) and plant a second batch for one version; production
+ * code never sets them.
+ */
+export interface FsHostStoreHooks {
+  /** Awaited by each commit after its batch was validated, before it joins a group (before its commit point). */
+  beforeCommit?: (batch: CommitBatch) => void | Promise<void>;
+  /** Awaited by each commit that landed, after its group's sync and publish, before it answers. */
+  afterCommit?: (batch: CommitBatch) => void | Promise<void>;
+  /** Writes batches without the version check, so that two batches for one version reach the disk. */
+  skipVersionChecks?: boolean;
+}
+
+export interface FsHostStoreOptions {
+  /** The renew interval and lease this store records and reports. Default `FenceTiming.default()`. */
+  timing?: FenceTiming;
+  /** Names this handle in HELD answers (at most 1024 bytes of UTF-8). Default: host, pid and a random part. */
+  holderId?: string;
+  /** The store's clock (monotonic ms), on which leases run. Default `monotonicClock`. */
+  clock?: Clock;
+  /** The file-system layer. Default `realFs`. */
+  fs?: FileSystem;
+  /** Stripes (write-ahead logs shared by all scopes) of a NEW realm: 1..64, default 4. An existing realm keeps its own. */
+  stripes?: number;
+  /**
+   * The machine's boot id (leases and published notes carry it: a reboot ends every lease and
+   * makes the next open rescan the stripes). Default: /proc/sys/kernel/random/boot_id. Tests pass
+   * a function to simulate a reboot.
+   */
+  bootId?: () => string | Promise<string>;
+  /** Test-only hooks (see FsHostStoreHooks). */
+  hooks?: FsHostStoreHooks;
+  /** A stripe file is rolled before it passes this size (default 64 MiB; at least 64 KiB). */
+  stripeFileBytes?: number;
+  /** Zero-filled space written ahead of a stripe's records, in steps of this size (default 4 MiB). */
+  preallocBytes?: number;
+  /** A checkpoint round runs once the stripes hold this much past the last one (default 64 MiB). */
+  checkpointBytes?: number;
+  /** How long a stripe lock is kept after a group, so the next group needs no catch-up (default 2 ms). */
+  lockLingerMs?: number;
+  /** How long a commit or an acquire waits for locks held elsewhere before UNAVAILABLE (default 30 s). */
+  lockWaitMs?: number;
+  /**
+   * Where checkpoint rounds run: 'worker' (a worker thread with a handle of its own, so a round's
+   * work runs beside the commits; only with the default file system) or 'thread' (this event loop).
+   * Default: 'worker' when `fs` is not given, else 'thread'.
+   */
+  checkpointIn?: 'worker' | 'thread';
+}
+
+async function defaultBootId(): Promise<string> {
+  try {
+    const h = await realFs.open('/proc/sys/kernel/random/boot_id', 'read');
+    try {
+      const b = new Uint8Array(64);
+      const n = await h.read(b, 0);
+      return new TextDecoder().decode(b.subarray(0, n)).trim();
+    } finally {
+      await h.close();
+    }
+  } catch {
+    // No boot id on this platform: leases then cannot tell a reboot (see docs/host-store.md).
+    return 'no-boot-id';
+  }
+}
+
+function positiveInt(v: unknown, dflt: number, min: number, what: string): number {
+  if (v === undefined) return dflt;
+  if (!isIndex(v) || v < min) throw HostStoreError.invalid(`${what} must be an integer of at least ${min}`);
+  return v;
+}
+
+function nonNegative(v: unknown, dflt: number, what: string): number {
+  if (v === undefined) return dflt;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) throw HostStoreError.invalid(`${what} must be a non-negative number`);
+  return v;
+}
+
+/** Opens (creating if needed) the realm in `dir`. */
+export async function openFsHostStore(dir: string, options: FsHostStoreOptions = {}): Promise<FsHostStore> {
+  if (typeof dir !== 'string' || dir.length === 0) throw HostStoreError.invalid('a host store needs a directory path');
+  const timing = options.timing ?? FenceTiming.default();
+  if (!(timing instanceof FenceTiming)) throw HostStoreError.invalid('timing must be a FenceTiming');
+  const holderId = options.holderId ?? `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  if (typeof holderId !== 'string' || holderId.length === 0 || Buffer.byteLength(holderId) > MAX_HOLDER_ID_BYTES) {
+    throw HostStoreError.invalid(`holderId must be a non-empty string of at most ${MAX_HOLDER_ID_BYTES} bytes`);
+  }
+  const bootText = await (options.bootId ?? defaultBootId)();
+  if (typeof bootText !== 'string' || bootText.length === 0) throw HostStoreError.invalid('bootId must answer a non-empty string');
+  let stripes: number | undefined;
+  try {
+    stripes = checkStripeCount(options.stripes);
+  } catch (err) {
+    throw HostStoreError.invalid((err as Error).message);
+  }
+  const stripeFileBytes = positiveInt(options.stripeFileBytes, 64 * MiB, 64 * 1024, 'stripeFileBytes');
+  const settings: RealmSettings = {
+    fs: options.fs ?? realFs,
+    clock: options.clock ?? monotonicClock,
+    timing,
+    holderId,
+    boot: bootBytes(bootText),
+    stripes,
+    stripeFileBytes,
+    preallocBytes: Math.min(positiveInt(options.preallocBytes, 4 * MiB, 0, 'preallocBytes'), stripeFileBytes),
+    checkpointBytes: positiveInt(options.checkpointBytes, 64 * MiB, 1, 'checkpointBytes'),
+    lockLingerMs: nonNegative(options.lockLingerMs, 2, 'lockLingerMs'),
+    lockWaitMs: nonNegative(options.lockWaitMs, 30_000, 'lockWaitMs'),
+    mistakes: (options as { mistakes?: HostMistakes }).mistakes ?? {},
+    checkpointConcurrency: 2,
+  };
+  const checkpointIn = options.checkpointIn ?? (options.fs === undefined ? 'worker' : 'thread');
+  if (checkpointIn !== 'worker' && checkpointIn !== 'thread') throw HostStoreError.invalid("checkpointIn must be 'worker' or 'thread'");
+  if (checkpointIn === 'worker' && options.fs !== undefined && options.fs !== realFs) {
+    throw HostStoreError.invalid("checkpointIn 'worker' needs the default file system (a worker cannot share another)");
+  }
+  let realm: RealmHandle;
+  try {
+    realm = await RealmHandle.open(dir, settings);
+  } catch (err) {
+    throw asHostError(err, `open the host store in ${dir}`);
+  }
+  return new FsHostStore(realm, options.hooks ?? {}, openKey, checkpointIn === 'worker');
+}
+
+const openKey: unknown = Object.freeze({});
+
+function asHostError(err: unknown, what: string): HostStoreError {
+  if (err instanceof HostStoreError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return HostStoreError.unavailable(`${what}: ${message}`, err);
+}
+
+function isMissing(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === 'ENOENT';
+}
+
+/** A handle on a realm kept in a directory (see the module header). Implements HostStore; `close()` is idempotent. */
+export class FsHostStore implements HostStore {
+  /** The realm's directory. */
+  readonly dir: string;
+  /** Names this handle in HELD answers. */
+  readonly holderId: string;
+  readonly #r: RealmHandle;
+  readonly #hooks: FsHostStoreHooks;
+  readonly #committer: Committer;
+  #closing: Promise<void> | null = null;
+  #checkpointing: Promise<void> | null = null;
+  readonly #lists = new Map<ScopeKind, { generation: number; homes: number; names: string[] }>();
+
+  readonly #useWorker: boolean;
+  #worker: { w: Worker; next: number; waiting: Map<number, (ran: boolean) => void> } | null = null;
+
+  /** @internal Use `openFsHostStore`. */
+  constructor(realm: RealmHandle, hooks: FsHostStoreHooks, key: unknown, useWorker = false) {
+    this.#useWorker = useWorker;
+    if (key !== openKey) throw new TypeError('use openFsHostStore() to open an FsHostStore');
+    this.#r = realm;
+    this.dir = realm.dir;
+    this.holderId = realm.s.holderId;
+    this.#hooks = hooks;
+    this.#committer = new Committer(realm, { skipVersionChecks: hooks.skipVersionChecks === true, skipFenceCheck: realm.s.mistakes.skipFenceCheck === true });
+    this.#committer.onGroupWritten = () => this.#maybeCheckpoint();
+  }
+
+  /** How many stripes the realm has. */
+  get stripes(): number {
+    return this.#r.format.stripes;
+  }
+
+  #usable(): void {
+    if (this.#closing !== null) throw HostStoreError.unavailable('the store handle is closed');
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Fence
+
+  async acquireFence(mode: AcquireMode): Promise<FenceGrant> {
+    this.#usable();
+    if (mode !== 'exclusive' && mode !== 'takeover') throw HostStoreError.invalid(`acquire mode ${String(mode)} is not exclusive or takeover`);
+    try {
+      return await acquire(this.#r, mode);
+    } catch (err) {
+      throw asHostError(err, 'acquire the fence');
+    }
+  }
+
+  async renewFence(token: number): Promise<void> {
+    this.#usable();
+    if (!isIndex(token)) throw HostStoreError.invalid(`fence token ${String(token)} is not a safe non-negative integer`);
+    try {
+      await renew(this.#r, token);
+    } catch (err) {
+      throw asHostError(err, 'renew the fence');
+    }
+  }
+
+  fenceTiming(): FenceTiming {
+    return this.#r.s.timing;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Commit
+
+  async commit(batch: CommitBatch): Promise<void> {
+    this.#usable();
+    const checked = CommitBatch.from(batch);
+    if (this.#hooks.beforeCommit !== undefined) await this.#hooks.beforeCommit(checked);
+    this.#usable();
+    await this.#committer.submit(checked);
+    if (this.#hooks.afterCommit !== undefined) await this.#hooks.afterCommit(checked);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Loads
+
+  /**
+   * Runs a load: catches up first; on a stripe file or home file that vanished under it (the
+   * checkpointer moved on) it jumps or re-reads and runs again. Errors that are not the SPI's
+   * answer UNAVAILABLE.
+   */
+  async #load<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    this.#usable();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await fn();
+      } catch (err) {
+        if (err instanceof HostStoreError) throw err;
+        if (attempt < 8 && err instanceof StripeGone) {
+          await this.#r.jump().catch(() => undefined);
+          continue;
+        }
+        if (attempt < 8 && isMissing(err)) {
+          // A home file named by a home value this handle holds was replaced: read the homes again.
+          this.#r.view.forgetAllHomes();
+          continue;
+        }
+        throw asHostError(err, what);
+      }
+    }
+  }
+
+  /** The scope's entry (a detached one when the view holds no record of it) with its state, settled. */
+  async #settle(scope: ScopeRef): Promise<{ e: ScopeEntry; st: ScopeState }> {
+    const r = this.#r;
+    const key = scopeKey(scope);
+    for (let round = 0; ; round++) {
+      await r.catchUpAll();
+      const known = r.view.scopes.get(key);
+      // A scope no record in the view touches is read from its home alone (a detached entry).
+      const e = known ?? new ScopeEntry(key, scope.kind, scope.name);
+      if (e.home === undefined) {
+        const home = known === undefined ? await readHome(r.fs, r.scopeDir(e)) : await r.loadHome(e);
+        if (known === undefined) e.home = home;
+        if (r.ahead(home) && round < 8) continue;
+      }
+      await r.resolve([e]);
+      if (r.view.stoppedOn(e) === PENDING && round < 8) continue;
+      this.#maybeCheckpoint();
+      return { e, st: r.view.state(e) };
+    }
+  }
+
+  async loadHead(scope: ScopeRef): Promise<VersionedHead | null> {
+    this.#usable();
+    checkScopeRef(scope);
+    return this.#load('load a head', async () => {
+      const { e, st } = await this.#settle(scope);
+      if (!st.exists) return null;
+      return { version: st.version, commitId: st.commitId, head: await this.#head(e, st) };
+    });
+  }
+
+  async #head(e: ScopeEntry, st: ScopeState): Promise<Uint8Array> {
+    const src = st.head;
+    if (src === null) return new Uint8Array(0);
+    if ('home' in src) return readHomeHead(this.#r.fs, this.#r.scopeDir(e), e.home as HomeValue);
+    const [offset, length] = src.u.head!;
+    return this.#r.stripes[src.rec.stripe]!.readBytes(src.rec.seq, offset, length);
+  }
+
+  async readRows(scope: ScopeRef, from: number, limit: number): Promise<Row[]> {
+    this.#usable();
+    checkScopeRef(scope);
+    if (!isIndex(from)) throw HostStoreError.invalid(`from ${String(from)} is not a safe non-negative integer`);
+    if (!isIndex(limit)) throw HostStoreError.invalid(`limit ${String(limit)} is not a safe non-negative integer`);
+    return this.#load('read rows', async () => {
+      const { e, st } = await this.#settle(scope);
+      if (!st.exists) return [];
+      if (from < st.first) throw HostStoreError.invalid(`row ${from} is below the first visible row ${st.first}`, { first: st.first });
+      const to = Math.min(st.end, from + limit);
+      const out: Row[] = [];
+      for (const run of st.runs) {
+        const a = Math.max(from, run.from);
+        const b = Math.min(to, run.to);
+        if (a >= b) continue;
+        if ('home' in run.src) {
+          await this.#r.homeRows.read(this.#r.scopeDir(e), e.home as HomeValue, a, b, out);
+        } else {
+          const { rec, u, at } = run.src;
+          const stripe = this.#r.stripes[rec.stripe]!;
+          const k0 = at + (a - run.from);
+          const start = u.rows[2 * k0]!;
+          const last = at + (b - 1 - run.from);
+          const span = await stripe.readBytes(rec.seq, start, u.rows[2 * last]! + u.rows[2 * last + 1]! - start);
+          for (let k = k0; k <= last; k++) {
+            const off = u.rows[2 * k]! - start;
+            out.push({ index: run.from + (k - at), data: span.slice(off, off + u.rows[2 * k + 1]!) });
+          }
+        }
+      }
+      return out.map((row) => ({ index: row.index, data: row.data.slice() }));
+    });
+  }
+
+  async listHeads(kind: ScopeKind, after: string | null, limit: number): Promise<HeadPage> {
+    this.#usable();
+    checkScopeKind(kind);
+    if (after !== null) checkScopeName(after, 'after');
+    if (!isIndex(limit) || limit < 1) throw HostStoreError.invalid(`limit ${String(limit)} is not an integer of at least 1`);
+    return this.#load('list heads', async () => {
+      const r = this.#r;
+      for (let round = 0; ; round++) {
+        await r.catchUpAll();
+        // Name every home of this kind (its cell holds the name; a name never becomes a path).
+        const unnamed = [...r.homeDirs.values()].filter((h) => h.kind === kind && !h.named);
+        let behind = false;
+        await forEachLimited(unnamed, 16, async (h) => {
+          const home = await readHome(r.fs, scopeDirOf(r.dir, h.kind, h.digest));
+          h.named = true;
+          if (home === null) return;
+          const e = r.view.entry(scopeKey({ kind, name: home.name }), kind, home.name);
+          if (e.home === undefined) r.view.setHome(e, home);
+          if (r.ahead(home)) behind = true;
+        });
+        if (behind && round < 8) continue;
+        const candidates = [...r.view.scopes.values()].filter((e) => e.kind === kind);
+        await r.resolve(candidates);
+        if (round < 8 && candidates.some((e) => r.view.stoppedOn(e) === PENDING)) continue;
+        const names = this.#sortedNames(kind, candidates);
+        let at = after === null ? 0 : upperBound(names, after);
+        const page = names.slice(at, at + limit);
+        at += page.length;
+        const heads: ListedHead[] = [];
+        for (const name of page) {
+          const e = r.view.scopes.get(scopeKey({ kind, name }))!;
+          const st = r.view.state(e);
+          heads.push({ name, head: { version: st.version, commitId: st.commitId, head: await this.#head(e, st) } });
+        }
+        const last = heads[heads.length - 1];
+        return { heads, next: at < names.length && last !== undefined ? last.name : null };
+      }
+    });
+  }
+
+  /** The visible names of a kind in UTF-8 order (kept while nothing in the view changed). */
+  #sortedNames(kind: ScopeKind, candidates: ScopeEntry[]): string[] {
+    const r = this.#r;
+    const cached = this.#lists.get(kind);
+    if (cached !== undefined && cached.generation === r.view.generation && cached.homes === r.homeDirs.size) return cached.names;
+    const names = candidates.filter((e) => r.view.state(e).exists).map((e) => e.name);
+    names.sort(compareNames);
+    this.#lists.set(kind, { generation: r.view.generation, homes: r.homeDirs.size, names });
+    return names;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Checkpoints
+
+  /**
+   * Runs a checkpoint round now (moves what the stripes hold into the scopes' homes and removes
+   * stripe files no one needs). Answers false when another handle is running one.
+   */
+  async checkpoint(): Promise<boolean> {
+    this.#usable();
+    await this.#committer.drain();
+    try {
+      return await checkpointRound(this.#r);
+    } catch (err) {
+      throw asHostError(err, 'checkpoint');
+    }
+  }
+
+  /** How many bytes the stripes hold past the checkpoint this handle knows. */
+  #backlog(): number {
+    const r = this.#r;
+    let bytes = 0;
+    for (let j = 0; j < r.stripes.length; j++) {
+      const c = r.stripes[j]!.cursor;
+      const p = r.checkpoint.positions[j]!;
+      bytes += (c.seq - p.seq) * r.s.stripeFileBytes + c.offset - p.offset;
+    }
+    return bytes;
+  }
+
+  #maybeCheckpoint(): void {
+    if (this.#checkpointing !== null || this.#closing !== null) return;
+    if (this.#backlog() < this.#r.s.checkpointBytes) return;
+    this.#checkpointing = (async () => {
+      await nextTurn();
+      try {
+        if (this.#useWorker) {
+          await this.#roundInWorker();
+          await this.#r.trimToCheckpoint();
+        } else {
+          const ran = await checkpointRound(this.#r);
+          if (!ran) await this.#r.trimToCheckpoint();
+        }
+      } catch {
+        // A failed round changes nothing a load relies on; the next one does it again.
+      }
+    })().finally(() => {
+      this.#checkpointing = null;
+    });
+  }
+
+  /** Asks the checkpoint worker (started on first use) for a round; resolves when it answered. */
+  #roundInWorker(): Promise<boolean> {
+    if (this.#worker === null) {
+      const r = this.#r;
+      const data: CheckpointWorkerData = {
+        dir: r.dir,
+        boot: r.s.boot,
+        holderId: r.s.holderId,
+        stripeFileBytes: r.s.stripeFileBytes,
+        preallocBytes: r.s.preallocBytes,
+        checkpointBytes: r.s.checkpointBytes,
+        lockWaitMs: r.s.lockWaitMs,
+      };
+      const w = new Worker(new URL('./checkpoint-worker.js', import.meta.url), { workerData: data });
+      w.unref();
+      const state = { w, next: 0, waiting: new Map<number, (ran: boolean) => void>() };
+      const failAll = (): void => {
+        for (const done of state.waiting.values()) done(false);
+        state.waiting.clear();
+        if (this.#worker === state) this.#worker = null;
+      };
+      w.on('message', (m: CheckpointAnswer) => {
+        const done = state.waiting.get(m.id);
+        state.waiting.delete(m.id);
+        done?.(m.ran);
+      });
+      w.on('error', failAll);
+      w.on('exit', failAll);
+      this.#worker = state;
+    }
+    const worker = this.#worker;
+    const id = ++worker.next;
+    return new Promise<boolean>((resolve) => {
+      worker.waiting.set(id, resolve);
+      worker.w.postMessage({ type: 'round', id } satisfies CheckpointRequest);
+    });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+
+  /** Waits for commits in flight and a running checkpoint, then releases every lock and file. Idempotent. */
+  close(): Promise<void> {
+    if (this.#closing === null) {
+      this.#closing = (async () => {
+        await this.#committer.drain();
+        await this.#checkpointing?.catch(() => undefined);
+        const worker = this.#worker;
+        this.#worker = null;
+        if (worker !== null) {
+          // The worker is idle (the round above settled): let it close its files (and so its
+          // locks: a worker shares the process's descriptors, which terminating it would leak).
+          const exited = new Promise<void>((resolve) => worker.w.once('exit', () => resolve()));
+          worker.w.postMessage({ type: 'close' } satisfies CheckpointRequest);
+          const timer = setTimeout(() => void worker.w.terminate(), 5000);
+          await exited;
+          clearTimeout(timer);
+        }
+        this.#r.closed = true;
+        await this.#r.closeFiles();
+      })();
+    }
+    return this.#closing;
+  }
+}
+
+/** The position of the first name that sorts after `name`. */
+function upperBound(names: readonly string[], name: string): number {
+  let lo = 0;
+  let hi = names.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (compareNames(names[mid]!, name) <= 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+

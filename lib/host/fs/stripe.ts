@@ -1,0 +1,667 @@
+// One stripe of the fs host store, as one handle (one process) uses it.
+//
+// Owns: `Stripe`: the stripe's file lock (flock on `stripes/<k>/lock`, try-lock only), the handle's
+// cursor (how far it has read the stripe's records), scanning records lock-free up to the
+// published note or, under the lock, up to the valid end (adopting what a dead writer left), and
+// the write path: one writev and one fdatasync per group, then the published note. Guarantees:
+// - Records are written only under the stripe's file lock, at the valid end, with consecutive lsns;
+//   each frame's CRC is seeded with its file's random salt and covers its lsn, so zero-filled
+//   preallocated space, a torn frame or a stale frame never validates.
+// - The published note is rewritten only after the fdatasync that covers every record it names,
+//   so a record a lock-free reader accepts (at or below the note) is durable.
+// - A failed write, sync or publish voids the group: the first frame the group wrote is zeroed and
+//   the file synced, so the group can never become valid later (answer: nothing applied). When
+//   the void itself fails the outcome is unknown. Either way the stripe is poisoned in this handle
+//   (every later write refuses) until the store is reopened.
+// - A file is rolled (a SEAL record, then the next file created and made durable, then the seal
+//   synced) before a group would pass `fileBytes`; scanners follow a SEAL to the next file.
+// The byte layout is in format.ts and docs/format-host.md.
+
+import * as path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import type { FileHandle, FileSystem } from '../../fs/types.js';
+import { corrupt, fromIo, SeglogError } from '../../errors.js';
+import { HostStoreError } from '../errors.js';
+import { scopeKey } from '../names.js';
+import {
+  checkFrame,
+  decodeBatchPayload,
+  decodePublished,
+  decodeStripeHeader,
+  encodePublished,
+  encodeSealPayload,
+  encodeStripeHeader,
+  FRAME_HEADER_BYTES,
+  frameLength,
+  MAX_PAYLOAD_BYTES,
+  PUBLISHED_BYTES,
+  REC_BATCH,
+  REC_FENCE,
+  REC_SEAL,
+  sameBytes,
+  sealFrame,
+  STRIPE_HEADER_BYTES,
+  stripeFileName,
+  u64,
+  type BatchOut,
+  type Position,
+  type Published,
+} from './format.js';
+import { Mutex } from './mutex.js';
+import type { Rec, RecUpdate } from './view.js';
+
+const WINDOW_BYTES = 256 * 1024;
+const ZEROS = new Uint8Array(1024 * 1024);
+/** A SEAL frame's size: header plus its one-byte payload. */
+export const SEAL_FRAME_BYTES = FRAME_HEADER_BYTES + 1;
+const READ_HANDLES = 8;
+
+/** Thrown when a stripe file the cursor needs is gone (the checkpointer removed it). */
+export class StripeGone extends Error {
+  constructor(readonly file: string) {
+    super(`stripe file ${file} is gone`);
+  }
+}
+
+export interface StripeConfig {
+  readonly fs: FileSystem;
+  /** The realm's directory. */
+  readonly realm: string;
+  readonly index: number;
+  readonly realmTag: Uint8Array;
+  readonly boot: Uint8Array;
+  /** A stripe file never grows past this. */
+  readonly fileBytes: number;
+  /** Zero-filled space written ahead of the records, in steps of this much. */
+  readonly preallocBytes: number;
+  /** Test-only planted mistakes (see HostMistakes). */
+  readonly mistakes?: HostMistakes;
+}
+
+/**
+ * Test-only switches that plant a known mistake, so that the crash runner proves it catches the
+ * class. Never set outside tests; read from an internal `mistakes` field of the store's options.
+ * @internal
+ */
+export interface HostMistakes {
+  /** Publish a group (make it visible, answer it) before its fdatasync. */
+  publishBeforeSync?: boolean;
+  /** Accept a batch whatever its fence token. */
+  skipFenceCheck?: boolean;
+}
+
+export interface ScanResult {
+  recs: Rec[];
+  end: Position;
+  endSalt: number;
+  /** The stripe ends in a SEAL whose next file does not exist (a writer died rolling). */
+  sealedWithoutNext: boolean;
+  /** Files of the scan, oldest first. */
+  seqs: number[];
+}
+
+/** Where one record of a group went. */
+export interface Written {
+  seq: number;
+  offset: number;
+  lsn: number;
+}
+
+/** The view's record for a decoded BATCH whose frame starts at `offset` of file `seq`. */
+export function recOf(stripe: number, seq: number, offset: number, lsn: number, fence: number, batch: BatchOut): Rec {
+  const base = offset + FRAME_HEADER_BYTES;
+  const updates: RecUpdate[] = batch.updates.map((u) => ({
+    key: scopeKey({ kind: u.kind, name: u.name }),
+    kind: u.kind,
+    name: u.name,
+    previous: u.previous,
+    next: u.next,
+    del: u.del,
+    truncateAfter: u.truncateAfter,
+    dropBefore: u.dropBefore,
+    head: u.head === undefined ? undefined : ([base + u.head[0], u.head[1]] as const),
+    rows: u.rows.map((v, i) => (i % 2 === 0 ? base + v : v)),
+  }));
+  return { stripe, seq, offset, lsn, fence, token: batch.token, commitId: batch.commitId, updates };
+}
+
+export function stripeDir(realm: string, index: number): string {
+  return path.join(realm, 'stripes', String(index));
+}
+
+function isMissing(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === 'ENOENT';
+}
+
+/** Creates stripe file `seq` with its header and `prealloc` bytes of zero-filled space, durably (directory too). */
+export async function createStripeFile(
+  fs: FileSystem,
+  dir: string,
+  header: { stripe: number; seq: number; firstLsn: number; fence: number; realmTag: Uint8Array },
+  prealloc: number,
+): Promise<{ handle: FileHandle; salt: number; allocated: number }> {
+  const salt = randomBytes(4).readUInt32LE(0);
+  const file = path.join(dir, stripeFileName(header.seq));
+  const handle = await fs.open(file, 'create');
+  try {
+    await handle.truncate(0);
+    const size = Math.max(prealloc, STRIPE_HEADER_BYTES);
+    await handle.writev([encodeStripeHeader({ ...header, salt }), ...zeroChunks(size - STRIPE_HEADER_BYTES)], 0);
+    await handle.datasync();
+    await fs.syncDir(dir);
+    return { handle, salt, allocated: size };
+  } catch (err) {
+    await handle.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+function zeroChunks(n: number): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  while (n > 0) {
+    const k = Math.min(n, ZEROS.length);
+    out.push(ZEROS.subarray(0, k));
+    n -= k;
+  }
+  return out;
+}
+
+export class Stripe {
+  readonly cfg: StripeConfig;
+  readonly dir: string;
+  /** In-handle exclusive use of the stripe's lock and write side (groups, acquires). */
+  readonly mutex = new Mutex();
+  /** Serializes everything that moves the cursor or adds this stripe's records to the view. */
+  readonly cursorLock = new Mutex();
+  /** The file lock is ours. */
+  flockHeld = false;
+  /**
+   * The lock has been held continuously since this handle caught up every stripe up to this one:
+   * its view of every scope homed here is exact.
+   */
+  fresh = false;
+  /** How far this handle has read (published or adopted records only). */
+  cursor: Position;
+  cursorSalt: number;
+  /** Set when a write or sync failed: every later write refuses until the store is reopened. */
+  poisoned: HostStoreError | null = null;
+  /** When the lock was last used (for lingering). */
+  lastUse = 0;
+  lingerTimer: NodeJS.Timeout | null = null;
+
+  #lock: FileHandle | null = null;
+  #published: FileHandle | null = null;
+  #writer: { seq: number; handle: FileHandle; salt: number; allocated: number } | null = null;
+  #readers = new Map<number, FileHandle>();
+  #saltOf = new Map<number, number>();
+
+  constructor(cfg: StripeConfig, start: Position, startSalt: number) {
+    this.cfg = cfg;
+    this.dir = stripeDir(cfg.realm, cfg.index);
+    this.cursor = { ...start };
+    this.cursorSalt = startSalt;
+  }
+
+  get index(): number {
+    return this.cfg.index;
+  }
+
+  fileOf(seq: number): string {
+    return path.join(this.dir, stripeFileName(seq));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // The file lock
+
+  /** Tries to take the stripe's file lock (never waits). */
+  async tryLock(): Promise<boolean> {
+    if (this.flockHeld) return true;
+    if (this.#lock === null) this.#lock = await this.cfg.fs.open(path.join(this.dir, 'lock'), 'create');
+    const got = await this.#lock.tryLock();
+    if (got) {
+      this.flockHeld = true;
+      this.fresh = false;
+    }
+    return got;
+  }
+
+  /**
+   * The stripe's gate: an acquire holds it while it waits for the stripe lock, and a group only
+   * uses the lock (taking it, or keeping a lingering one) while the gate is open. So a writer that
+   * keeps the lock busy lets go of it, and an acquire is never starved.
+   */
+  async gateOpen(): Promise<boolean> {
+    if (this.gateHeld) return true;
+    const gate = await this.#gateHandle();
+    if (!(await gate.tryLock())) return false;
+    await gate.unlock();
+    return true;
+  }
+
+  /** Tries to close the gate (an acquire). */
+  async holdGate(): Promise<boolean> {
+    if (this.gateHeld) return true;
+    this.gateHeld = await (await this.#gateHandle()).tryLock();
+    return this.gateHeld;
+  }
+
+  async releaseGate(): Promise<void> {
+    if (!this.gateHeld) return;
+    this.gateHeld = false;
+    await this.#gate?.unlock();
+  }
+
+  /** This handle holds the gate closed. */
+  gateHeld = false;
+  /** When a group last found the gate open. */
+  gateCheckedAt = 0;
+  #gate: FileHandle | null = null;
+
+  async #gateHandle(): Promise<FileHandle> {
+    if (this.#gate === null) this.#gate = await this.cfg.fs.open(path.join(this.dir, 'gate'), 'create');
+    return this.#gate;
+  }
+
+  async unlock(): Promise<void> {
+    if (this.lingerTimer !== null) {
+      clearTimeout(this.lingerTimer);
+      this.lingerTimer = null;
+    }
+    if (!this.flockHeld) return;
+    this.flockHeld = false;
+    this.fresh = false;
+    await this.#lock?.unlock();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Reading
+
+  async readPublished(): Promise<Published | null> {
+    const h = await this.#publishedHandle();
+    const b = new Uint8Array(PUBLISHED_BYTES);
+    const n = await h.read(b, 0);
+    return n === PUBLISHED_BYTES ? decodePublished(b) : null;
+  }
+
+  async #publishedHandle(): Promise<FileHandle> {
+    if (this.#published === null) this.#published = await this.cfg.fs.open(path.join(this.dir, 'published'), 'write');
+    return this.#published;
+  }
+
+  /** A read handle on file `seq`; throws StripeGone when the file does not exist. */
+  async reader(seq: number): Promise<FileHandle> {
+    const open = this.#readers.get(seq);
+    if (open !== undefined) {
+      this.#readers.delete(seq);
+      this.#readers.set(seq, open); // most recent last
+      return open;
+    }
+    let h: FileHandle;
+    try {
+      h = await this.cfg.fs.open(this.fileOf(seq), 'read');
+    } catch (err) {
+      if (isMissing(err)) throw new StripeGone(this.fileOf(seq));
+      throw err;
+    }
+    const raced = this.#readers.get(seq);
+    if (raced !== undefined) {
+      await h.close().catch(() => undefined);
+      return raced;
+    }
+    this.#readers.set(seq, h);
+    while (this.#readers.size > READ_HANDLES) {
+      const [oldSeq, old] = this.#readers.entries().next().value as [number, FileHandle];
+      if (oldSeq === seq) break;
+      this.#readers.delete(oldSeq);
+      void old.close().catch(() => undefined);
+    }
+    return h;
+  }
+
+  /** The salt of file `seq` (read from its header the first time). */
+  async saltOf(seq: number): Promise<number> {
+    const known = this.#saltOf.get(seq);
+    if (known !== undefined) return known;
+    const h = await this.reader(seq);
+    const b = new Uint8Array(STRIPE_HEADER_BYTES);
+    await h.read(b, 0);
+    const header = decodeStripeHeader(b);
+    if (header === null || header.seq !== seq || header.stripe !== this.index) {
+      throw corrupt(`stripe file ${this.fileOf(seq)} has no valid header`, { file: this.fileOf(seq) });
+    }
+    this.#saltOf.set(seq, header.salt);
+    return header.salt;
+  }
+
+  /** Reads `length` bytes at `offset` of file `seq`. */
+  async readBytes(seq: number, offset: number, length: number): Promise<Uint8Array> {
+    const h = await this.reader(seq);
+    const b = new Uint8Array(length);
+    const n = await h.read(b, offset);
+    if (n !== length) throw corrupt(`stripe file ${this.fileOf(seq)} is shorter than a record it holds`, { file: this.fileOf(seq), offset });
+    return b;
+  }
+
+  /**
+   * Reads the records from `from` on: up to `limit` (a published position: every frame before it
+   * must be valid, or the stripe is corrupt) or, with `limit` null, up to the first frame that
+   * does not validate (the valid end; only under the lock is that end stable). Records whose
+   * token is below a fence token before them in the stripe are void and left out.
+   */
+  async scan(from: Position, fromSalt: number, limit: Position | null): Promise<ScanResult> {
+    const recs: Rec[] = [];
+    let seq = from.seq;
+    let offset = from.offset;
+    let lsn = from.lsn;
+    let fence = from.fence;
+    let salt = fromSalt;
+    const seqs = [seq];
+    let sealedWithoutNext = false;
+    const file = (): string => this.fileOf(seq);
+    const stop = (why: string): never => {
+      throw corrupt(`stripe ${this.index}: ${why} before the published end (file ${file()}, offset ${offset}, lsn ${lsn})`, {
+        file: file(),
+        offset,
+        lsn,
+      });
+    };
+    let buf = new Uint8Array(0);
+    let bufAt = -1; // file offset of buf[0] in file `seq`
+    let bufLen = 0;
+    outer: for (;;) {
+      if (limit !== null && seq === limit.seq && offset >= limit.offset) {
+        if (offset !== limit.offset || lsn !== limit.lsn) stop('the records do not end at the published position');
+        break;
+      }
+      if (limit !== null && seq > limit.seq) stop('the stripe runs past the published file');
+      const handle = await this.reader(seq);
+      // Make sure the frame header at `offset` is in the buffer.
+      if (bufAt < 0 || offset < bufAt || offset + FRAME_HEADER_BYTES > bufAt + bufLen) {
+        // Windows start small (most catch-ups find a few records or none) and grow while the
+        // scan keeps finding records.
+        let want = Math.min(WINDOW_BYTES, Math.max(4096, 2 * buf.length));
+        if (limit !== null && seq === limit.seq) want = Math.min(want, limit.offset - offset);
+        want = Math.max(want, FRAME_HEADER_BYTES);
+        if (buf.length < want) buf = new Uint8Array(want);
+        bufLen = await handle.read(buf.subarray(0, want), offset);
+        bufAt = offset;
+        if (bufLen < FRAME_HEADER_BYTES) {
+          if (limit !== null) stop('a frame is cut short');
+          break;
+        }
+      }
+      let at = offset - bufAt;
+      const len = frameLength(buf, at);
+      if (len < 1 || len > MAX_PAYLOAD_BYTES) {
+        if (limit !== null) stop('a frame has an impossible length');
+        break;
+      }
+      const frameBytes = FRAME_HEADER_BYTES + len;
+      if (limit !== null && seq === limit.seq && offset + frameBytes > limit.offset) stop('a frame crosses the published end');
+      if (offset + frameBytes > bufAt + bufLen) {
+        // The frame is not all in the buffer: read it whole (bounded by MAX_PAYLOAD_BYTES).
+        let want = Math.max(frameBytes, Math.min(WINDOW_BYTES, 2 * buf.length));
+        if (limit !== null && seq === limit.seq) want = Math.max(frameBytes, Math.min(want, limit.offset - offset));
+        if (buf.length < want) buf = new Uint8Array(want);
+        bufLen = await handle.read(buf.subarray(0, want), offset);
+        bufAt = offset;
+        at = 0;
+        if (bufLen < frameBytes) {
+          if (limit !== null) stop('a frame is cut short');
+          break;
+        }
+      }
+      const view = buf.subarray(0, bufLen);
+      const check = checkFrame(view, at, lsn, salt);
+      if (check !== 'ok') {
+        if (limit !== null) stop(`a frame fails its check (${check})`);
+        break;
+      }
+      const payloadAt = at + FRAME_HEADER_BYTES;
+      const type = view[payloadAt];
+      if (type === REC_BATCH) {
+        const batch = decodeBatchPayload(view.subarray(payloadAt, payloadAt + len), `${file()}@${offset}`);
+        if (batch.token >= fence) recs.push(recOf(this.index, seq, offset, lsn, fence, batch));
+        offset += frameBytes;
+        lsn++;
+      } else if (type === REC_FENCE && len === 9) {
+        fence = Math.max(fence, u64(view, payloadAt + 1));
+        offset += frameBytes;
+        lsn++;
+      } else if (type === REC_SEAL && len === 1) {
+        lsn++;
+        const nextSeq = seq + 1;
+        let header = null;
+        try {
+          const h = await this.reader(nextSeq);
+          const hb = new Uint8Array(STRIPE_HEADER_BYTES);
+          await h.read(hb, 0);
+          header = decodeStripeHeader(hb);
+        } catch (err) {
+          if (!(err instanceof StripeGone)) throw err;
+        }
+        if (header === null || header.seq !== nextSeq || header.stripe !== this.index || header.firstLsn !== lsn || !sameBytes(header.realmTag, this.cfg.realmTag)) {
+          if (limit !== null) stop(`a sealed file has no valid successor (${header === null ? 'no header' : JSON.stringify({ ...header, realmTag: undefined })}, lsn ${lsn})`);
+          offset += frameBytes;
+          sealedWithoutNext = true;
+          break outer;
+        }
+        this.#saltOf.set(nextSeq, header.salt);
+        seq = nextSeq;
+        seqs.push(seq);
+        offset = STRIPE_HEADER_BYTES;
+        fence = Math.max(fence, header.fence);
+        salt = header.salt;
+        bufAt = -1;
+      } else {
+        if (limit !== null) stop(`a frame has an unknown type ${String(type)}`);
+        break;
+      }
+    }
+    return { recs, end: { seq, offset, lsn, fence }, endSalt: salt, sealedWithoutNext, seqs };
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Writing (under the file lock)
+
+  /**
+   * Makes the records of a locked scan durable and published (a dead writer's records, or a
+   * new boot's first look): completes a roll the writer did not finish, fdatasyncs the files the
+   * scan crossed, then writes the published note. Answers the new end.
+   */
+  async adopt(scan: ScanResult, published: Published | null): Promise<{ end: Position; salt: number }> {
+    let end = scan.end;
+    let salt = scan.endSalt;
+    const behind =
+      published === null ||
+      !sameBytes(published.boot, this.cfg.boot) ||
+      published.seq !== end.seq ||
+      published.offset !== end.offset ||
+      published.lsn !== end.lsn ||
+      scan.sealedWithoutNext;
+    if (!behind) return { end, salt };
+    for (const seq of scan.seqs) {
+      const h = await this.#writeHandle(seq);
+      await h.datasync();
+    }
+    // The scan followed a SEAL into a file whose writer may have died before the directory sync
+    // that makes its name durable (it writes records there only after that sync): sync it here.
+    if (scan.seqs.length > 1) await this.cfg.fs.syncDir(this.dir);
+    if (scan.sealedWithoutNext) {
+      const made = await createStripeFile(
+        this.cfg.fs,
+        this.dir,
+        { stripe: this.index, seq: end.seq + 1, firstLsn: end.lsn, fence: end.fence, realmTag: this.cfg.realmTag },
+        this.cfg.preallocBytes,
+      );
+      await this.#setWriter(end.seq + 1, made.handle, made.salt, made.allocated);
+      end = { seq: end.seq + 1, offset: STRIPE_HEADER_BYTES, lsn: end.lsn, fence: end.fence };
+      salt = made.salt;
+    }
+    await this.publish(end);
+    return { end, salt };
+  }
+
+  async publish(p: Position): Promise<void> {
+    const h = await this.#publishedHandle();
+    await h.write(encodePublished({ ...p, boot: this.cfg.boot }), 0);
+  }
+
+  async #writeHandle(seq: number): Promise<FileHandle> {
+    if (this.#writer?.seq === seq) return this.#writer.handle;
+    const handle = await this.cfg.fs.open(this.fileOf(seq), 'write');
+    const allocated = await handle.size();
+    const salt = await this.saltOf(seq);
+    await this.#setWriter(seq, handle, salt, allocated);
+    return handle;
+  }
+
+  async #setWriter(seq: number, handle: FileHandle, salt: number, allocated: number): Promise<void> {
+    const old = this.#writer;
+    this.#writer = { seq, handle, salt, allocated };
+    this.#saltOf.set(seq, salt);
+    if (old !== null && old.handle !== handle) await old.handle.close().catch(() => undefined);
+  }
+
+  /** The largest group (in frame bytes) one file can take. */
+  get maxGroupBytes(): number {
+    return this.cfg.fileBytes - STRIPE_HEADER_BYTES - SEAL_FRAME_BYTES;
+  }
+
+  /**
+   * Writes frames (each: 16 bytes of room for the header, then the payload) at the cursor with
+   * one writev and one fdatasync, then publishes. The cursor must be the valid end (lock held,
+   * caught up). `fence` is the highest fence token after the group. On failure the group is voided
+   * (see the module header) and the stripe poisoned; the error says whether the void held.
+   */
+  async write(frames: readonly Uint8Array[], fence: number): Promise<Written[]> {
+    if (this.poisoned !== null) throw this.poisoned;
+    let total = 0;
+    for (const f of frames) total += f.length;
+    if (total > this.maxGroupBytes) throw new RangeError('group larger than a stripe file');
+    const start = { ...this.cursor };
+    let voidAt: { handle: FileHandle; offset: number } | null = null;
+    try {
+      let handle = await this.#writeHandle(this.cursor.seq);
+      let cursor = { ...this.cursor };
+      let salt = this.cursorSalt;
+      if (cursor.offset + total + SEAL_FRAME_BYTES > this.cfg.fileBytes) {
+        // Roll: a SEAL here, the next file made durable, then the seal synced.
+        const seal = new Uint8Array(SEAL_FRAME_BYTES);
+        seal.set(encodeSealPayload(), FRAME_HEADER_BYTES);
+        sealFrame(seal, 0, 1, cursor.lsn, salt);
+        voidAt = { handle, offset: cursor.offset };
+        await handle.write(seal, cursor.offset);
+        const made = await createStripeFile(
+          this.cfg.fs,
+          this.dir,
+          { stripe: this.index, seq: cursor.seq + 1, firstLsn: cursor.lsn + 1, fence: cursor.fence, realmTag: this.cfg.realmTag },
+          this.cfg.preallocBytes,
+        );
+        await handle.datasync();
+        const oldSeq = cursor.seq;
+        this.#writer = { seq: oldSeq + 1, handle: made.handle, salt: made.salt, allocated: made.allocated };
+        this.#saltOf.set(oldSeq + 1, made.salt);
+        // The old handle stays open for a void of the seal; it is closed once the group settles.
+        const oldHandle = handle;
+        handle = made.handle;
+        cursor = { seq: oldSeq + 1, offset: STRIPE_HEADER_BYTES, lsn: cursor.lsn + 1, fence: cursor.fence };
+        salt = made.salt;
+        this.cursor = cursor;
+        this.cursorSalt = salt;
+        this.#pendingClose = oldHandle;
+      }
+      const out: Written[] = [];
+      let at = cursor.offset;
+      let lsn = cursor.lsn;
+      for (const f of frames) {
+        sealFrame(f, 0, f.length - FRAME_HEADER_BYTES, lsn, salt);
+        out.push({ seq: cursor.seq, offset: at, lsn });
+        at += f.length;
+        lsn++;
+      }
+      const writer = this.#writer!;
+      // Frames that are back-to-back views of one buffer go out as one chunk.
+      const f0 = frames[0]!;
+      const last = frames[frames.length - 1]!;
+      const contiguous =
+        frames.every((f, i) => f.buffer === f0.buffer && (i === 0 || f.byteOffset === frames[i - 1]!.byteOffset + frames[i - 1]!.length)) &&
+        last.byteOffset + last.length - f0.byteOffset === total;
+      const chunks: Uint8Array[] = contiguous ? [new Uint8Array(f0.buffer, f0.byteOffset, total)] : [...frames];
+      let allocated = writer.allocated;
+      if (at > allocated || allocated - at < FRAME_HEADER_BYTES) {
+        const target = Math.min(this.cfg.fileBytes, Math.ceil((at + this.cfg.preallocBytes) / 4096) * 4096);
+        if (target > at) chunks.push(...zeroChunks(target - at));
+        allocated = Math.max(at, target);
+      }
+      if (voidAt === null) voidAt = { handle, offset: cursor.offset };
+      await handle.writev(chunks, cursor.offset);
+      writer.allocated = Math.max(writer.allocated, allocated);
+      const end = { seq: cursor.seq, offset: at, lsn, fence: Math.max(fence, cursor.fence) };
+      if (this.cfg.mistakes?.publishBeforeSync === true) {
+        await this.publish(end);
+        // The planted mistake: the sync runs a turn later, after the answer.
+        setImmediate(() => void handle.datasync().catch(() => undefined));
+      } else {
+        await handle.datasync();
+        await this.publish(end);
+      }
+      this.cursor = end;
+      this.cursorSalt = salt;
+      await this.#closePending();
+      return out;
+    } catch (err) {
+      const cause = err instanceof SeglogError ? err : fromIo(err, `write stripe ${this.index}`, this.fileOf(start.seq));
+      let voided = voidAt === null;
+      if (voidAt !== null) {
+        try {
+          await voidAt.handle.write(new Uint8Array(FRAME_HEADER_BYTES), voidAt.offset);
+          await voidAt.handle.datasync();
+          voided = true;
+        } catch {
+          voided = false;
+        }
+      }
+      this.cursor = start;
+      this.cursorSalt = await this.saltOf(start.seq).catch(() => this.cursorSalt);
+      await this.#closePending();
+      this.poisoned = HostStoreError.unavailable(`stripe ${this.index} refuses writes after an I/O failure; reopen the store`, cause);
+      throw new GroupFailed(voided, cause);
+    }
+  }
+
+  #pendingClose: FileHandle | null = null;
+
+  async #closePending(): Promise<void> {
+    const h = this.#pendingClose;
+    this.#pendingClose = null;
+    if (h !== null && h !== this.#writer?.handle) await h.close().catch(() => undefined);
+  }
+
+  /** Closes every file this stripe holds open (the lock too, which releases it). */
+  async close(): Promise<void> {
+    if (this.lingerTimer !== null) clearTimeout(this.lingerTimer);
+    this.lingerTimer = null;
+    const handles = [this.#lock, this.#gate, this.#published, this.#writer?.handle ?? null, this.#pendingClose, ...this.#readers.values()];
+    this.#lock = null;
+    this.#gate = null;
+    this.gateHeld = false;
+    this.#published = null;
+    this.#writer = null;
+    this.#pendingClose = null;
+    this.#readers.clear();
+    this.flockHeld = false;
+    this.fresh = false;
+    for (const h of handles) if (h !== null) await h.close().catch(() => undefined);
+  }
+}
+
+/** A group's write failed: `voided` tells whether the group is certain never to land. */
+export class GroupFailed extends Error {
+  constructor(
+    readonly voided: boolean,
+    readonly cause: SeglogError,
+  ) {
+    super(`group write failed (${voided ? 'voided' : 'outcome unknown'}): ${cause.message}`);
+  }
+}
