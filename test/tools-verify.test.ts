@@ -52,6 +52,9 @@ async function* once(b: Uint8Array): AsyncGenerator<Uint8Array> {
 async function buildDataDirectory(root: string): Promise<void> {
   await quietly(() => runDemo(['--dir', root, '--records', '120']));
   await quietly(() => runDemo(['--dir', root, '--records', '40']));
+  // verify does not check the host store's files yet (an open item of issue 6): leave them out
+  // rather than let this test accept unknown files.
+  await fsp.rm(path.join(root, 'host'), { recursive: true, force: true });
 
   const log = await openSegmentedLog(path.join(root, 'small-log'), { segmentBytes: 512 });
   for (let i = 0; i < 60; i++) await log.append([enc.encode(`record ${i} `.repeat((i % 7) + 1))]);

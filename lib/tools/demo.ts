@@ -8,6 +8,8 @@ import * as path from 'node:path';
 import { openSegmentedLog } from '../../segments/index.js';
 import { openCell } from '../../cells/index.js';
 import { openRaftNode } from '../raft/node.js';
+import { openFsHostStore } from '../host/index.js';
+import { CommitBatch } from '../host/batch.js';
 import { encodeKvCommand } from '../raft/kv.js';
 import type { Entry } from '../raft/types.js';
 import { realFs } from '../fs/real.js';
@@ -66,6 +68,30 @@ export async function runDemo(argv: string[]): Promise<number> {
   console.log(`    first: ${first === undefined ? '-' : decoder.decode(first)}`);
   console.log(`    last:  ${last === undefined ? '-' : decoder.decode(last)}`);
   await log.close();
+
+  // The host store: a session scope whose head counts the runs and whose rows log them, committed
+  // under a fence token (a takeover: the previous run's lease may still be live).
+  const host = await openFsHostStore(path.join(dir, 'host'), { holderId: `demo-run-${run}` });
+  const grant = await host.acquireFence('takeover');
+  const scope = { kind: 'session' as const, name: 'demo' };
+  const current = await host.loadHead(scope);
+  const batch = CommitBatch.tryNew(`demo-run-${run}`, grant.token, [
+    {
+      scope,
+      previous: current === null ? null : current.version,
+      next: current === null ? 1 : current.version + 1,
+      head: encoder.encode(`runs: ${run}`),
+      append: [encoder.encode(`run ${run} at ${new Date().toISOString()}`)],
+    },
+  ]);
+  await host.commit(batch);
+  const head = await host.loadHead(scope);
+  const rows = await host.readRows(scope, 0, 1000);
+  console.log(
+    `  host/ scope session/demo: fence token ${grant.token}; version ${head?.version ?? '-'}, ` +
+      `head "${head === null ? '' : decoder.decode(head.head)}", ${rows.length} rows, the last "${decoder.decode(rows[rows.length - 1]?.data ?? new Uint8Array())}"`,
+  );
+  await host.close();
 
   // A Raft node: one group; each run votes, stores a payload, appends key-value entries (one of
   // them naming the payload), commits and applies them. Reopening recovers all of it.
