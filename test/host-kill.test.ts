@@ -56,6 +56,7 @@ interface Line {
 
 interface Writer {
   holder: string;
+  pid: number | undefined;
   ledger: Line[];
   started: Promise<void>;
   acquired: Promise<void>;
@@ -105,6 +106,7 @@ function spawnWriter(writer: string, dir: string, seed: number, life: number, ho
   ).then(() => closed);
   return {
     holder,
+    pid: child.pid,
     ledger,
     started,
     acquired,
@@ -257,7 +259,7 @@ async function runLane(writer: string, root: string, lane: number, seed: number,
     await Promise.all(killers);
     for (const w of writers) await w.exited;
     for (const w of writers) {
-      if (w.stderr().length > 0) throw new Error(`writer ${w.holder} failed: ${w.stderr()}`);
+      if (w.stderr().length > 0) throw new Error(`writer ${w.holder} failed: ${w.stderr()}\n(writers: ${writers.map((x) => `${x.holder} pid ${x.pid}`).join(', ')}; this process: pid ${process.pid})`);
       state.absorb(w);
     }
     await state.check(dir);

@@ -44,6 +44,20 @@ class RealFileHandle implements FileHandle {
     this.#fd = fd;
   }
 
+  /**
+   * The descriptor, or EBADF once closed: a closed descriptor's number is reused by the next open
+   * in the process (worker threads included), and a late call through a stale handle would read,
+   * write or lock some other file.
+   */
+  get #live(): number {
+    if (this.#closed) {
+      const err: NodeJS.ErrnoException = new Error(`EBADF: ${this.path} was used after close`);
+      err.code = 'EBADF';
+      throw err;
+    }
+    return this.#fd;
+  }
+
   read(into: Uint8Array, position: number): Promise<number> {
     return this.#readAll(into, position);
   }
@@ -51,7 +65,7 @@ class RealFileHandle implements FileHandle {
   async #readAll(into: Uint8Array, position: number): Promise<number> {
     let done = 0;
     while (done < into.length) {
-      const n = await call<number>((cb) => fs.read(this.#fd, into, done, into.length - done, position + done, cb));
+      const n = await call<number>((cb) => fs.read(this.#live, into, done, into.length - done, position + done, cb));
       if (n === 0) break;
       done += n;
     }
@@ -61,7 +75,7 @@ class RealFileHandle implements FileHandle {
   async write(data: Uint8Array, position: number): Promise<void> {
     let done = 0;
     while (done < data.length) {
-      const n = await call<number>((cb) => fs.write(this.#fd, data, done, data.length - done, position + done, cb));
+      const n = await call<number>((cb) => fs.write(this.#live, data, done, data.length - done, position + done, cb));
       if (n <= 0) throw shortWriteError(this.path);
       done += n;
     }
@@ -71,7 +85,7 @@ class RealFileHandle implements FileHandle {
     let pending = chunks.filter((c) => c.length > 0);
     let at = position;
     while (pending.length > 0) {
-      const n = await call<number>((cb) => fs.writev(this.#fd, pending as Uint8Array[], at, cb));
+      const n = await call<number>((cb) => fs.writev(this.#live, pending as Uint8Array[], at, cb));
       if (n <= 0) throw shortWriteError(this.path);
       at += n;
       let left = n;
@@ -88,29 +102,29 @@ class RealFileHandle implements FileHandle {
   }
 
   datasync(): Promise<void> {
-    return call<void>((cb) => fs.fdatasync(this.#fd, (err) => cb(err, undefined)));
+    return call<void>((cb) => fs.fdatasync(this.#live, (err) => cb(err, undefined)));
   }
 
   sync(): Promise<void> {
-    return call<void>((cb) => fs.fsync(this.#fd, (err) => cb(err, undefined)));
+    return call<void>((cb) => fs.fsync(this.#live, (err) => cb(err, undefined)));
   }
 
   truncate(size: number): Promise<void> {
-    return call<void>((cb) => fs.ftruncate(this.#fd, size, (err) => cb(err, undefined)));
+    return call<void>((cb) => fs.ftruncate(this.#live, size, (err) => cb(err, undefined)));
   }
 
   async size(): Promise<number> {
-    const st = await call<fs.Stats>((cb) => fs.fstat(this.#fd, cb));
+    const st = await call<fs.Stats>((cb) => fs.fstat(this.#live, cb));
     return st.size;
   }
 
   async tryLock(): Promise<boolean> {
     // The native call is a non-blocking flock(LOCK_EX | LOCK_NB): it never waits on the pool.
-    return lockNative.tryLock(this.#fd);
+    return lockNative.tryLock(this.#live);
   }
 
   async unlock(): Promise<void> {
-    lockNative.unlock(this.#fd);
+    lockNative.unlock(this.#live);
   }
 
   async close(): Promise<void> {

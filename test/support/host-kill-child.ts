@@ -23,6 +23,7 @@ import { CommitBatch } from '../../lib/host/batch.js';
 import { openFsHostStore } from '../../lib/host/fs/store.js';
 import type { ScopeRef, ScopeUpdate } from '../../lib/host/types.js';
 import { rowText, SCOPES } from './host-kill-scopes.js';
+import { lockHolders } from './lock-holders.js';
 
 function now(): number {
   return Number(process.hrtime.bigint() / 1000n);
@@ -36,7 +37,15 @@ runWriter(async () => {
   // Small stripe files and frequent checkpoint rounds (on a worker thread), so kills land in rolls and rounds too.
   const store = await openFsHostStore(dir, { holderId: holder, lockLingerMs: 1, stripeFileBytes: 64 * 1024, preallocBytes: 8 * 1024, checkpointBytes: 8 * 1024 });
   ledger({ t: 'open' });
-  const grant = await store.acquireFence('takeover');
+  // A failing writer asks the lock holder (SIGUSR2) to say what its stripes are doing.
+  process.on('SIGUSR2', () => process.stderr.write(`state of ${holder} (pid ${process.pid}):\n${store.describeLocks()}\n`));
+  const grant = await store.acquireFence('takeover').catch(async (err: unknown) => {
+    // For the failure report: which process holds which lock of the realm now.
+    const holders = lockHolders(dir);
+    for (const pid of new Set(holders.map((h) => Number(h.split(' ')[1])))) if (pid !== process.pid) process.kill(pid, 'SIGUSR2');
+    await new Promise((resolve) => setTimeout(resolve, 500)); // the holders write their state
+    throw new Error(`${String(err)}\npid ${process.pid}; locks held under ${dir}:\n${holders.join('\n')}`);
+  });
   ledger({ t: 'acquired', token: grant.token, at: now() });
   const versions = new Map<string, number | null>();
   const reload = async (scopes: readonly ScopeRef[]): Promise<void> => {

@@ -229,8 +229,7 @@ class Window {
     if (seq !== this.#seq || offset < this.#at || offset + length > this.#at + this.#len) {
       const want = Math.max(length, 1 << 20);
       if (this.#buf.length < want) this.#buf = new Uint8Array(want);
-      const h = await this.#st.reader(seq);
-      this.#len = await h.read(this.#buf.subarray(0, want), offset);
+      this.#len = await this.#st.readAt(seq, this.#buf.subarray(0, want), offset);
       this.#seq = seq;
       this.#at = offset;
       if (this.#len < length) throw new Error(`stripe file ${this.#st.fileOf(seq)} is shorter than a record it holds`);

@@ -76,6 +76,8 @@ export class Committer {
   readonly #running = new Set<Promise<void>>();
   /** Called after each group that wrote (the store schedules a checkpoint from it). */
   onGroupWritten: () => void = () => undefined;
+  /** What each stripe's group is doing now (for failure reports: `FsHostStore.describeLocks`). */
+  readonly phase: string[] = [];
 
   constructor(r: RealmHandle, switches: CommitSwitches) {
     this.#r = r;
@@ -162,12 +164,18 @@ export class Committer {
       else m.reject(err);
     };
     let wrote = false;
+    const phase = (what: string): void => {
+      this.phase[s] = `${what} (set ${set.join(',')}, since ${Math.round(performance.now())} ms)`;
+    };
     try {
+      phase('waiting for mutexes');
       for (const j of set) releases.push(await r.stripes[j]!.mutex.lock());
       if (r.closed) throw HostStoreError.unavailable('the store handle is closed');
       const poisoned = r.stripes[s]!.poisoned;
       if (poisoned !== null) throw poisoned;
+      phase('taking locks');
       await this.#lockAndRefresh(set);
+      phase('resolving');
       const entries = members.length === 1 ? members[0]!.entries : members.flatMap((m) => m.entries);
       await r.resolve(entries);
       // A record that builds on a version not read yet (another stripe's note was read first):
@@ -176,6 +184,7 @@ export class Committer {
         await r.catchUpAll();
         await r.resolve(entries);
       }
+      phase('checking');
       const overlay = new Map<ScopeEntry, Tip>();
       const byCommitId = new Map<string, Member>();
       const accepted: Member[] = [];
@@ -209,6 +218,7 @@ export class Committer {
         }
         const fence = st.cursor.fence;
         let written;
+        phase('writing');
         try {
           written = await st.write(frames, fence);
         } catch (err) {
@@ -242,6 +252,7 @@ export class Committer {
           : HostStoreError.unavailable(`the commit could not be made: ${err instanceof Error ? err.message : String(err)}`, err);
       for (const m of members) settle(m, answer);
     } finally {
+      phase('done');
       for (const release of releases) release();
       r.linger(set);
       if (wrote) this.onGroupWritten();

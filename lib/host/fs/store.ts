@@ -201,6 +201,16 @@ export class FsHostStore implements HostStore {
     this.#committer.onGroupWritten = () => this.#maybeCheckpoint();
   }
 
+  /**
+   * @internal For failure reports of tests: per stripe, whether this handle holds its file lock
+   * and its gate, whether a group holds or waits for it, and what the stripe's group is doing.
+   */
+  describeLocks(): string {
+    return this.#r.stripes
+      .map((st, j) => `stripe ${j}: flock ${st.flockHeld ? 'held' : 'free'}${st.fresh ? ' fresh' : ''}, gate ${st.gateHeld ? 'held' : 'open'}, mutex ${st.mutex.busy ? 'busy' : 'idle'}, linger ${st.lingerTimer !== null ? 'armed' : 'none'}, group: ${this.#committer.phase[j] ?? 'none'}`)
+      .join('\n');
+  }
+
   /** How many stripes the realm has. */
   get stripes(): number {
     return this.#r.format.stripes;
@@ -505,7 +515,9 @@ export class FsHostStore implements HostStore {
           // locks: a worker shares the process's descriptors, which terminating it would leak).
           const exited = new Promise<void>((resolve) => worker.w.once('exit', () => resolve()));
           worker.w.postMessage({ type: 'close' } satisfies CheckpointRequest);
-          const timer = setTimeout(() => void worker.w.terminate(), 5000);
+          // Terminating it is the last resort (a worker stuck for as long as a lock wait): its
+          // descriptors, and any lock taken through them, would stay with this process.
+          const timer = setTimeout(() => void worker.w.terminate(), Math.max(5000, this.#r.s.lockWaitMs));
           await exited;
           clearTimeout(timer);
         }

@@ -19,7 +19,7 @@
 
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import type { FileHandle, FileSystem } from '../../fs/types.js';
+import type { FileHandle, FileSystem, OpenMode } from '../../fs/types.js';
 import { corrupt, fromIo, SeglogError } from '../../errors.js';
 import { HostStoreError } from '../errors.js';
 import { scopeKey } from '../names.js';
@@ -189,15 +189,19 @@ export class Stripe {
   lastUse = 0;
   lingerTimer: NodeJS.Timeout | null = null;
 
-  #lock: FileHandle | null = null;
-  #published: FileHandle | null = null;
+  readonly #lock: LazyHandle;
+  readonly #gate: LazyHandle;
+  readonly #published: LazyHandle;
   #writer: { seq: number; handle: FileHandle; salt: number; allocated: number } | null = null;
-  #readers = new Map<number, FileHandle>();
+  #readers = new Map<number, ReadHandle>();
   #saltOf = new Map<number, number>();
 
   constructor(cfg: StripeConfig, start: Position, startSalt: number) {
     this.cfg = cfg;
     this.dir = stripeDir(cfg.realm, cfg.index);
+    this.#lock = new LazyHandle(cfg.fs, path.join(this.dir, 'lock'), 'create');
+    this.#gate = new LazyHandle(cfg.fs, path.join(this.dir, 'gate'), 'create');
+    this.#published = new LazyHandle(cfg.fs, path.join(this.dir, 'published'), 'write');
     this.cursor = { ...start };
     this.cursorSalt = startSalt;
   }
@@ -216,8 +220,7 @@ export class Stripe {
   /** Tries to take the stripe's file lock (never waits). */
   async tryLock(): Promise<boolean> {
     if (this.flockHeld) return true;
-    if (this.#lock === null) this.#lock = await this.cfg.fs.open(path.join(this.dir, 'lock'), 'create');
-    const got = await this.#lock.tryLock();
+    const got = await (await this.#lock.get()).tryLock();
     if (got) {
       this.flockHeld = true;
       this.fresh = false;
@@ -232,7 +235,7 @@ export class Stripe {
    */
   async gateOpen(): Promise<boolean> {
     if (this.gateHeld) return true;
-    const gate = await this.#gateHandle();
+    const gate = await this.#gate.get();
     if (!(await gate.tryLock())) return false;
     await gate.unlock();
     return true;
@@ -241,26 +244,20 @@ export class Stripe {
   /** Tries to close the gate (an acquire). */
   async holdGate(): Promise<boolean> {
     if (this.gateHeld) return true;
-    this.gateHeld = await (await this.#gateHandle()).tryLock();
+    this.gateHeld = await (await this.#gate.get()).tryLock();
     return this.gateHeld;
   }
 
   async releaseGate(): Promise<void> {
     if (!this.gateHeld) return;
     this.gateHeld = false;
-    await this.#gate?.unlock();
+    await this.#gate.current?.unlock();
   }
 
   /** This handle holds the gate closed. */
   gateHeld = false;
   /** When a group last found the gate open. */
   gateCheckedAt = 0;
-  #gate: FileHandle | null = null;
-
-  async #gateHandle(): Promise<FileHandle> {
-    if (this.#gate === null) this.#gate = await this.cfg.fs.open(path.join(this.dir, 'gate'), 'create');
-    return this.#gate;
-  }
 
   async unlock(): Promise<void> {
     if (this.lingerTimer !== null) {
@@ -270,30 +267,42 @@ export class Stripe {
     if (!this.flockHeld) return;
     this.flockHeld = false;
     this.fresh = false;
-    await this.#lock?.unlock();
+    await this.#lock.current?.unlock();
   }
 
   // ---------------------------------------------------------------------------------------------
   // Reading
 
   async readPublished(): Promise<Published | null> {
-    const h = await this.#publishedHandle();
+    const h = await this.#published.get();
     const b = new Uint8Array(PUBLISHED_BYTES);
     const n = await h.read(b, 0);
     return n === PUBLISHED_BYTES ? decodePublished(b) : null;
   }
 
-  async #publishedHandle(): Promise<FileHandle> {
-    if (this.#published === null) this.#published = await this.cfg.fs.open(path.join(this.dir, 'published'), 'write');
-    return this.#published;
+  /**
+   * Reads into `into` at `offset` of file `seq` through the cache of read handles; answers the
+   * bytes read (short at the end of the file). Throws StripeGone when the file does not exist.
+   * A handle is pinned while a read is in flight: the cache closes an evicted handle only once its
+   * last read settled (a closed descriptor's number is reused by the next open in the process).
+   */
+  async readAt(seq: number, into: Uint8Array, offset: number): Promise<number> {
+    const entry = await this.#reader(seq);
+    try {
+      return await entry.handle.read(into, offset);
+    } finally {
+      entry.pins--;
+      if (entry.evicted && entry.pins === 0) void entry.handle.close().catch(() => undefined);
+    }
   }
 
-  /** A read handle on file `seq`; throws StripeGone when the file does not exist. */
-  async reader(seq: number): Promise<FileHandle> {
+  /** The cached read handle of file `seq`, pinned once (the caller unpins). */
+  async #reader(seq: number): Promise<ReadHandle> {
     const open = this.#readers.get(seq);
     if (open !== undefined) {
       this.#readers.delete(seq);
       this.#readers.set(seq, open); // most recent last
+      open.pins++;
       return open;
     }
     let h: FileHandle;
@@ -306,25 +315,26 @@ export class Stripe {
     const raced = this.#readers.get(seq);
     if (raced !== undefined) {
       await h.close().catch(() => undefined);
-      return raced;
+      return this.#reader(seq);
     }
-    this.#readers.set(seq, h);
+    const entry: ReadHandle = { handle: h, pins: 1, evicted: false };
+    this.#readers.set(seq, entry);
     while (this.#readers.size > READ_HANDLES) {
-      const [oldSeq, old] = this.#readers.entries().next().value as [number, FileHandle];
+      const [oldSeq, old] = this.#readers.entries().next().value as [number, ReadHandle];
       if (oldSeq === seq) break;
       this.#readers.delete(oldSeq);
-      void old.close().catch(() => undefined);
+      old.evicted = true;
+      if (old.pins === 0) void old.handle.close().catch(() => undefined);
     }
-    return h;
+    return entry;
   }
 
   /** The salt of file `seq` (read from its header the first time). */
   async saltOf(seq: number): Promise<number> {
     const known = this.#saltOf.get(seq);
     if (known !== undefined) return known;
-    const h = await this.reader(seq);
     const b = new Uint8Array(STRIPE_HEADER_BYTES);
-    await h.read(b, 0);
+    await this.readAt(seq, b, 0);
     const header = decodeStripeHeader(b);
     if (header === null || header.seq !== seq || header.stripe !== this.index) {
       throw corrupt(`stripe file ${this.fileOf(seq)} has no valid header`, { file: this.fileOf(seq) });
@@ -335,9 +345,8 @@ export class Stripe {
 
   /** Reads `length` bytes at `offset` of file `seq`. */
   async readBytes(seq: number, offset: number, length: number): Promise<Uint8Array> {
-    const h = await this.reader(seq);
     const b = new Uint8Array(length);
-    const n = await h.read(b, offset);
+    const n = await this.readAt(seq, b, offset);
     if (n !== length) throw corrupt(`stripe file ${this.fileOf(seq)} is shorter than a record it holds`, { file: this.fileOf(seq), offset });
     return b;
   }
@@ -374,7 +383,6 @@ export class Stripe {
         break;
       }
       if (limit !== null && seq > limit.seq) stop('the stripe runs past the published file');
-      const handle = await this.reader(seq);
       // Make sure the frame header at `offset` is in the buffer.
       if (bufAt < 0 || offset < bufAt || offset + FRAME_HEADER_BYTES > bufAt + bufLen) {
         // Windows start small (most catch-ups find a few records or none) and grow while the
@@ -383,7 +391,7 @@ export class Stripe {
         if (limit !== null && seq === limit.seq) want = Math.min(want, limit.offset - offset);
         want = Math.max(want, FRAME_HEADER_BYTES);
         if (buf.length < want) buf = new Uint8Array(want);
-        bufLen = await handle.read(buf.subarray(0, want), offset);
+        bufLen = await this.readAt(seq, buf.subarray(0, want), offset);
         bufAt = offset;
         if (bufLen < FRAME_HEADER_BYTES) {
           if (limit !== null) stop('a frame is cut short');
@@ -403,7 +411,7 @@ export class Stripe {
         let want = Math.max(frameBytes, Math.min(WINDOW_BYTES, 2 * buf.length));
         if (limit !== null && seq === limit.seq) want = Math.max(frameBytes, Math.min(want, limit.offset - offset));
         if (buf.length < want) buf = new Uint8Array(want);
-        bufLen = await handle.read(buf.subarray(0, want), offset);
+        bufLen = await this.readAt(seq, buf.subarray(0, want), offset);
         bufAt = offset;
         at = 0;
         if (bufLen < frameBytes) {
@@ -433,9 +441,8 @@ export class Stripe {
         const nextSeq = seq + 1;
         let header = null;
         try {
-          const h = await this.reader(nextSeq);
           const hb = new Uint8Array(STRIPE_HEADER_BYTES);
-          await h.read(hb, 0);
+          await this.readAt(nextSeq, hb, 0);
           header = decodeStripeHeader(hb);
         } catch (err) {
           if (!(err instanceof StripeGone)) throw err;
@@ -503,7 +510,7 @@ export class Stripe {
   }
 
   async publish(p: Position): Promise<void> {
-    const h = await this.#publishedHandle();
+    const h = await this.#published.get();
     await h.write(encodePublished({ ...p, boot: this.cfg.boot }), 0);
   }
 
@@ -642,17 +649,66 @@ export class Stripe {
   async close(): Promise<void> {
     if (this.lingerTimer !== null) clearTimeout(this.lingerTimer);
     this.lingerTimer = null;
-    const handles = [this.#lock, this.#gate, this.#published, this.#writer?.handle ?? null, this.#pendingClose, ...this.#readers.values()];
-    this.#lock = null;
-    this.#gate = null;
+    const handles = [this.#writer?.handle ?? null, this.#pendingClose];
     this.gateHeld = false;
-    this.#published = null;
     this.#writer = null;
     this.#pendingClose = null;
-    this.#readers.clear();
     this.flockHeld = false;
     this.fresh = false;
+    for (const entry of this.#readers.values()) {
+      // A read in flight closes its handle when it settles.
+      entry.evicted = true;
+      if (entry.pins === 0) handles.push(entry.handle);
+    }
+    this.#readers.clear();
+    await Promise.all([this.#lock.close(), this.#gate.close(), this.#published.close()]);
     for (const h of handles) if (h !== null) await h.close().catch(() => undefined);
+  }
+}
+
+/** A cached read handle: `pins` reads in flight; `evicted` once the cache let go of it. */
+interface ReadHandle {
+  handle: FileHandle;
+  pins: number;
+  evicted: boolean;
+}
+
+/**
+ * A file opened on first use, exactly once even when first uses race: a second open would leak a
+ * descriptor, and with it any lock taken through it (held until the process exits).
+ */
+class LazyHandle {
+  #opening: Promise<FileHandle> | null = null;
+  /** The open handle, once the open resolved. */
+  current: FileHandle | null = null;
+
+  constructor(
+    private readonly fs: FileSystem,
+    private readonly file: string,
+    private readonly mode: OpenMode,
+  ) {}
+
+  get(): Promise<FileHandle> {
+    if (this.#opening === null) {
+      const opening = this.fs.open(this.file, this.mode).then((h) => {
+        if (this.#opening === opening) this.current = h;
+        else void h.close().catch(() => undefined); // closed while opening
+        return h;
+      });
+      this.#opening = opening;
+      opening.catch(() => {
+        if (this.#opening === opening) this.#opening = null;
+      });
+    }
+    return this.#opening;
+  }
+
+  /** Closes the handle (a lock taken through it is released); the next `get` opens it again. */
+  async close(): Promise<void> {
+    const h = this.current;
+    this.#opening = null;
+    this.current = null;
+    await h?.close().catch(() => undefined);
   }
 }
 
