@@ -53,11 +53,15 @@ export type SlotState =
  * A valid slot's value is a copy, never a view of `file`.
  */
 export function decodeSlot(file: Uint8Array, offset: number, slotBytes: number): SlotState {
-  const slot = new Uint8Array(slotBytes);
-  if (offset < file.length) slot.set(file.subarray(offset, Math.min(file.length, offset + slotBytes)));
-  const view = new DataView(slot.buffer);
+  let slot: Uint8Array;
+  if (offset + slotBytes <= file.length) slot = file.subarray(offset, offset + slotBytes);
+  else {
+    slot = new Uint8Array(slotBytes);
+    if (offset < file.length) slot.set(file.subarray(offset));
+  }
+  const view = new DataView(slot.buffer, slot.byteOffset, slot.byteLength);
   if (view.getUint32(0, true) !== CELL_MAGIC) {
-    return { valid: false, reason: slot.every((b) => b === 0) ? 'empty' : 'bad magic' };
+    return { valid: false, reason: isAllZero(slot) ? 'empty' : 'bad magic' };
   }
   const writtenSlotBytes = view.getUint32(4, true);
   if (writtenSlotBytes !== slotBytes) {
@@ -73,6 +77,14 @@ export function decodeSlot(file: Uint8Array, offset: number, slotBytes: number):
     return { valid: false, reason: `sequence ${sequence} out of range` };
   }
   return { valid: true, sequence: Number(sequence), value: value.slice() };
+}
+
+let zeros = Buffer.alloc(0);
+
+/** True when every byte is zero (a native compare: a never-written slot is the common case). */
+function isAllZero(bytes: Uint8Array): boolean {
+  if (zeros.length < bytes.length) zeros = Buffer.alloc(bytes.length);
+  return Buffer.compare(bytes, zeros.subarray(0, bytes.length)) === 0;
 }
 
 export interface LiveSlot {

@@ -101,10 +101,8 @@ for (const [what, rules, expected] of [
 }
 
 test('a fault in a commit whose void cannot even be written answers INDETERMINATE', async () => {
-  const r = await faultInCommit([
-    { kind: 'writev', path: STRIPE, error: 'EIO' },
-    { kind: 'write', path: STRIPE, error: 'EIO' },
-  ]);
+  // The group's writev fails, and so does the void's (a writev of zeros over the group's frames).
+  const r = await faultInCommit([{ kind: 'writev', path: STRIPE, error: 'EIO', times: 2 }]);
   assert.equal(r.answer, 'INDETERMINATE');
   // Nothing was written (the writev failed before writing), so nothing can land.
   assert.equal(r.other?.commitId, 'c2');
@@ -152,4 +150,29 @@ test('a fault in an acquire answers UNAVAILABLE; tokens still only grow', async 
   await b.commit(CommitBatch.tryNew('new', g3.token, [{ scope: X, previous: null, next: 1, head: te.encode('h') }]));
   await a.close();
   await b.close();
+});
+
+test('a failed group of two commits is voided whole: the retry of the first (same size, same place) never brings back the second', async () => {
+  const { machine, open } = setup();
+  const faulty = new FaultyFs(machine.newProcess());
+  const a = await open(faulty);
+  const { token } = await a.acquireFence('exclusive');
+  const Y: ScopeRef = { kind: 'session', name: 'y' };
+  const bx = CommitBatch.tryNew('bx', token, [{ scope: X, previous: null, next: 1, head: te.encode('x1'), append: [te.encode('rx')] }]);
+  const by = CommitBatch.tryNew('by', token, [{ scope: Y, previous: null, next: 1, head: te.encode('y1'), append: [te.encode('ry')] }]);
+  faulty.fail({ kind: 'datasync', path: STRIPE, error: 'EIO' });
+  // Issued in one turn: one group, two frames, one failed fdatasync.
+  assert.deepEqual(await Promise.all([code(a.commit(bx)), code(a.commit(by))]), ['UNAVAILABLE', 'UNAVAILABLE']);
+  faulty.clearFaults();
+  const b = await open(machine.newProcess());
+  assert.equal(await b.loadHead(Y), null, 'the second batch does not show after the void');
+  assert.equal(await code(b.commit(bx)), 'ok', 'the retry of the first batch lands');
+  // A later commit in the stripe adopts whatever follows the retry: nothing may.
+  const Z: ScopeRef = { kind: 'session', name: 'z' };
+  const c = await open(machine.newProcess());
+  assert.equal(await code(c.commit(CommitBatch.tryNew('bz', token, [{ scope: Z, previous: null, next: 1, head: te.encode('z1') }]))), 'ok');
+  const d = await open(machine.newProcess());
+  assert.equal(await d.loadHead(Y), null, 'a batch answered UNAVAILABLE never shows');
+  assert.equal((await d.loadHead(X))?.commitId, 'bx');
+  for (const s of [a, b, c, d]) await s.close();
 });

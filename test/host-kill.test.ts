@@ -14,38 +14,15 @@
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { cp, mkdtemp, readdir, rm, symlink } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import { seededRandom } from '../lib/crash/determinism.js';
 import { openFsHostStore, type FsHostStore } from '../lib/host/index.js';
 import { rowText, SCOPES } from './support/host-kill-scopes.js';
+import { snapshotBuild } from './support/snapshot-build.js';
 
-/** The compiled package this test runs from (dist/). */
-const DIST = fileURLToPath(new URL('..', import.meta.url));
-
-/**
- * Copies the compiled package into `root` and answers the writer's path there: the writers then
- * load modules no concurrent rebuild of dist/ can change under them (a rebuild rewrites files in
- * place). A copy caught mid-rebuild fails to load, and is made again.
- */
-async function snapshot(root: string): Promise<string> {
-  for (let attempt = 0; ; attempt++) {
-    const dir = join(root, `dist-${attempt}`);
-    for (const part of ['lib', 'cells', 'segments', 'test/support']) await cp(join(DIST, part), join(dir, part), { recursive: true });
-    await symlink(join(DIST, '..', 'node_modules'), join(dir, 'node_modules'), 'dir');
-    const writer = join(dir, 'test', 'support', 'host-kill-child.js');
-    const loads = await new Promise<boolean>((resolve) => {
-      const probe = spawn(process.execPath, ['--input-type=module', '-e', `await import(${JSON.stringify(join(dir, 'lib', 'host', 'fs', 'store.js'))}); await import(${JSON.stringify(join(dir, 'test', 'support', 'kill-child.js'))});`], { stdio: 'ignore' });
-      probe.on('exit', (code) => resolve(code === 0));
-    });
-    if (loads) return writer;
-    if (attempt >= 5) throw new Error('could not snapshot a loadable build of the package');
-    await sleep(500);
-  }
-}
 const KILLS = Number(process.env["SEGLOG_HOST_KILLS"] ?? 200);
 const TIME_BUDGET_MS = Number(process.env["SEGLOG_HOST_KILL_MS"] ?? 90_000);
 
@@ -259,7 +236,10 @@ async function runLane(writer: string, root: string, lane: number, seed: number,
     await Promise.all(killers);
     for (const w of writers) await w.exited;
     for (const w of writers) {
-      if (w.stderr().length > 0) throw new Error(`writer ${w.holder} failed: ${w.stderr()}\n(writers: ${writers.map((x) => `${x.holder} pid ${x.pid}`).join(', ')}; this process: pid ${process.pid})`);
+      if (w.stderr().length > 0) {
+        const all = writers.map((x) => `--- ${x.holder} (pid ${x.pid}):\n${x.stderr() || '(nothing)'}`).join('\n');
+        throw new Error(`writer ${w.holder} failed (this process: pid ${process.pid}); what the writers printed:\n${all}`);
+      }
       state.absorb(w);
     }
     await state.check(dir);
@@ -270,7 +250,7 @@ async function runLane(writer: string, root: string, lane: number, seed: number,
 test(`fs host store: ${KILLS} SIGKILLs of writers in and out of commits, holding and losing the fence`, { timeout: 300_000 }, async () => {
   const root = await mkdtemp(join(tmpdir(), 'seglog-host-kill-'));
   try {
-    const writer = await snapshot(root);
+    const writer = await snapshotBuild(root, 'host-kill-child.js', [join('lib', 'host', 'fs', 'store.js'), join('test', 'support', 'kill-child.js')]);
     const budget = { kills: KILLS, deadline: performance.now() + TIME_BUDGET_MS };
     const results = await Promise.all([0, 1].map((lane) => runLane(writer, root, lane, 1, budget)));
     const kills = results.reduce((n, r) => n + r.kills, 0);

@@ -24,6 +24,7 @@ import { openFsHostStore } from '../../lib/host/fs/store.js';
 import type { ScopeRef, ScopeUpdate } from '../../lib/host/types.js';
 import { rowText, SCOPES } from './host-kill-scopes.js';
 import { lockHolders } from './lock-holders.js';
+import { traceFsCalls } from './tracing-fs.js';
 
 function now(): number {
   return Number(process.hrtime.bigint() / 1000n);
@@ -35,10 +36,11 @@ runWriter(async () => {
   const { dir, random } = writerArgs();
   const holder = process.argv[5] ?? 'writer';
   // Small stripe files and frequent checkpoint rounds (on a worker thread), so kills land in rolls and rounds too.
+  const calls = traceFsCalls();
   const store = await openFsHostStore(dir, { holderId: holder, lockLingerMs: 1, stripeFileBytes: 64 * 1024, preallocBytes: 8 * 1024, checkpointBytes: 8 * 1024 });
   ledger({ t: 'open' });
   // A failing writer asks the lock holder (SIGUSR2) to say what its stripes are doing.
-  process.on('SIGUSR2', () => process.stderr.write(`state of ${holder} (pid ${process.pid}):\n${store.describeLocks()}\n`));
+  process.on('SIGUSR2', () => process.stderr.write(`state of ${holder} (pid ${process.pid}):\n${store.describeLocks()}\ncalls in flight:\n${calls.pending().join('\n')}\n`));
   const grant = await store.acquireFence('takeover').catch(async (err: unknown) => {
     // For the failure report: which process holds which lock of the realm now.
     const holders = lockHolders(dir);

@@ -560,7 +560,13 @@ export class RealmHandle {
       for (const st of this.stripes) {
         let delay = 0.25;
         while (!(await st.holdGate()) || !(await st.tryLock())) {
-          if (performance.now() > deadline) throw HostStoreError.unavailable(`stripe ${st.index} stayed locked for ${this.s.lockWaitMs} ms`);
+          if (performance.now() > deadline) {
+            throw HostStoreError.unavailable(
+              st.gateHeld
+                ? `stripe ${st.index} stayed locked by another handle for ${this.s.lockWaitMs} ms (its gate held closed)`
+                : `the gate of stripe ${st.index} stayed taken by another handle for ${this.s.lockWaitMs} ms`,
+            );
+          }
           await sleep(delay * (0.5 + Math.random()));
           delay = Math.min(delay * 2, 8);
         }

@@ -9,8 +9,9 @@
 //   preallocated space, a torn frame or a stale frame never validates.
 // - The published note is rewritten only after the fdatasync that covers every record it names,
 //   so a record a lock-free reader accepts (at or below the note) is durable.
-// - A failed write, sync or publish voids the group: the first frame the group wrote is zeroed and
-//   the file synced, so the group can never become valid later (answer: nothing applied). When
+// - A failed write, sync or publish voids the group: every byte of its frames (of its SEAL, for a
+//   roll) is zeroed and the file synced, so no part of the group can become valid later, not even
+//   behind a retry that lands where its first frame was (answer: nothing applied). When
 //   the void itself fails the outcome is unknown. Either way the stripe is poisoned in this handle
 //   (every later write refuses) until the store is reopened.
 // - A file is rolled (a SEAL record, then the next file created and made durable, then the seal
@@ -547,7 +548,7 @@ export class Stripe {
     for (const f of frames) total += f.length;
     if (total > this.maxGroupBytes) throw new RangeError('group larger than a stripe file');
     const start = { ...this.cursor };
-    let voidAt: { handle: FileHandle; offset: number } | null = null;
+    let voidAt: { handle: FileHandle; offset: number; length: number } | null = null;
     try {
       let handle = await this.#writeHandle(this.cursor.seq);
       let cursor = { ...this.cursor };
@@ -557,7 +558,9 @@ export class Stripe {
         const seal = new Uint8Array(SEAL_FRAME_BYTES);
         seal.set(encodeSealPayload(), FRAME_HEADER_BYTES);
         sealFrame(seal, 0, 1, cursor.lsn, salt);
-        voidAt = { handle, offset: cursor.offset };
+        // Voiding the seal voids the group: the new file is then no successor of this one, and
+        // the roll that follows rewrites it from its start.
+        voidAt = { handle, offset: cursor.offset, length: SEAL_FRAME_BYTES };
         await handle.write(seal, cursor.offset);
         const made = await createStripeFile(
           this.cfg.fs,
@@ -601,7 +604,9 @@ export class Stripe {
         if (target > at) chunks.push(...zeroChunks(target - at));
         allocated = Math.max(at, target);
       }
-      if (voidAt === null) voidAt = { handle, offset: cursor.offset };
+      // Every frame of the group, not only the first: after a void, a retry of the same size lands
+      // where the first frame was, and a frame after it left valid would follow it in the chain.
+      if (voidAt === null) voidAt = { handle, offset: cursor.offset, length: total };
       await handle.writev(chunks, cursor.offset);
       writer.allocated = Math.max(writer.allocated, allocated);
       const end = { seq: cursor.seq, offset: at, lsn, fence: Math.max(fence, cursor.fence) };
@@ -622,7 +627,7 @@ export class Stripe {
       let voided = voidAt === null;
       if (voidAt !== null) {
         try {
-          await voidAt.handle.write(new Uint8Array(FRAME_HEADER_BYTES), voidAt.offset);
+          await voidAt.handle.writev(zeroChunks(voidAt.length), voidAt.offset);
           await voidAt.handle.datasync();
           voided = true;
         } catch {
