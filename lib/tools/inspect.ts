@@ -4,8 +4,9 @@
 // read-only checkers as `seglog verify` (so it never writes and never opens a store) and prints
 // what each one described: cells (slot size, live slot, sequence, value), segmented logs (first and
 // end index, generation, each segment with its records, bytes and index), payload stores
-// (payloads, sizes, holders), Raft groups and snapshots, host-store scopes when their checker
-// lands; then a one-line verdict from verify's findings.
+// (payloads, sizes, holders), Raft groups and snapshots, host store realms (fence, checkpoint,
+// stripes, and each scope's visible kind, name, version, rows and head); then a one-line verdict
+// from verify's findings.
 
 import * as path from 'node:path';
 import type { FileSystem } from '../fs/types.js';
@@ -66,11 +67,60 @@ function line(root: string, d: Described): string[] {
         `${at}/: Raft group ${JSON.stringify(v['id'])}, vote ${JSON.stringify(v['vote'])}, committed ${JSON.stringify(v['committed'])}, purged ${JSON.stringify(v['purged'])}, ` +
           `${String(v['entries'])} entries, ${String(v['payloadsNamed'])} payload(s) named`,
       ];
+    case 'host-realm':
+      return hostLines(at, v);
     case 'raft-snapshot':
       return [`${at}: Raft snapshot ${String(v['snapshotId'])} of plugin ${String(v['plugin'])}, last log id ${JSON.stringify(v['lastLogId'])}, ${String(v['stateBytes'])} state bytes`];
     default:
       return [`${at}: ${d.kind} ${JSON.stringify(d)}`];
   }
+}
+
+function posText(p: unknown): string {
+  if (p === null || p === undefined) return '-';
+  const q = p as { seq: number; offset: number; lsn: number };
+  return `file ${q.seq} offset ${q.offset} lsn ${q.lsn}`;
+}
+
+/** A host store realm: fence, checkpoint, each stripe, then each scope's visible state. */
+function hostLines(at: string, v: Record<string, unknown>): string[] {
+  if (v['state'] === 'no FORMAT') return [`${at}/: host store realm without FORMAT (a creation that crashed)`];
+  const fence = v['fence'] as { highest: number; holderToken: number; holder: string; leaseEnd: number; boot: string } | null;
+  const checkpoint = v['checkpoint'] as { round: number } | null;
+  const fenceText =
+    fence === null
+      ? 'no fence token issued'
+      : `fence token ${fence.holderToken} held by ${JSON.stringify(fence.holder)} (highest ${fence.highest}, lease ends at ${fence.leaseEnd.toFixed(0)} ms of boot ${fence.boot.slice(0, 8)})`;
+  const out = [
+    `${at}/: host store realm, ${String(v['stripes'])} stripe(s), realm id ${String(v['realmId'])}; ${fenceText}; ` +
+      `checkpoint round ${checkpoint === null ? '?' : String(checkpoint.round)}; ${String(v['homes'])} home(s)`,
+  ];
+  for (const s of (v['stripeReports'] as Record<string, unknown>[] | undefined) ?? []) {
+    if (s['state'] === 'unreadable') {
+      out.push(`    stripe ${String(s['index'])}: unreadable`);
+      continue;
+    }
+    const files = ((s['files'] as { name: string; bytes: number; role: string }[] | undefined) ?? []).map((f) => `${f.name} (${f.bytes} bytes, ${f.role})`);
+    out.push(
+      `    stripe ${String(s['index'])}: checkpoint ${posText(s['checkpoint'])}; published ${posText(s['published'])}; end ${posText(s['end'])}; ` +
+        `from the checkpoint: ${String(s['batches'])} batch(es), ${String(s['fences'])} fence(s), ${String(s['seals'])} seal(s); files: ${files.join(', ')}`,
+    );
+  }
+  const scopes = (v['scopes'] as Record<string, unknown>[] | undefined) ?? [];
+  for (const sc of scopes.slice(0, 50)) {
+    const home = sc['home'] as { version: number; rowFiles: number; headInBlob: boolean; deleted: boolean } | null;
+    const homeText = home === null ? 'no home' : `home at version ${home.version}${home.deleted ? ' (tombstone)' : `, ${home.rowFiles} row file(s)${home.headInBlob ? ', head in a blob' : ''}`}`;
+    const state = sc['exists']
+      ? `version ${String(sc['version'])}, rows [${String(sc['first'])}, ${String(sc['end'])}) (${String(sc['rows'])}), head ${String(sc['headBytes'])} bytes`
+      : sc['deleted']
+        ? `deleted at version ${String(sc['version'])}`
+        : 'not visible';
+    out.push(
+      `    ${String(sc['kind'])} ${JSON.stringify(sc['name'])}: ${state}, commit ${JSON.stringify(sc['commitId'])}; ${homeText}; ${String(sc['records'])} record(s) in the stripes`,
+    );
+  }
+  if (scopes.length > 50) out.push(`    … ${scopes.length - 50} more scope(s)`);
+  return out;
 }
 
 export function formatInspectReport(report: VerifyReport): string {
@@ -89,8 +139,8 @@ export function formatInspectReport(report: VerifyReport): string {
 
 const USAGE = `usage: seglog inspect <dir> [--records N] [--json]
 
-Prints what a data directory holds (cells, logs and their segments, payloads, Raft groups),
-reading only. --records N shows the first N records of each log (default 5).`;
+Prints what a data directory holds (cells, logs and their segments, payloads, Raft groups, host
+store realms and their scopes), reading only. --records N shows the first N records of each log (default 5).`;
 
 export async function runInspectCommand(argv: string[]): Promise<number> {
   let dir: string | null = null;

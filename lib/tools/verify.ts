@@ -81,6 +81,12 @@ export function formatVerifyReport(report: VerifyReport): string {
   const parts = [`${c.cells} cell(s)`, `${c.logs} log(s) with ${c.segments} segment(s), ${c.records} record(s), ${c.indexes} index file(s)`];
   if (c.payloads > 0 || c.refFiles > 0) parts.push(`${c.payloads} payload(s) of ${bytesText(c.payloadBytes)}, ${c.refFiles} refcount file(s)`);
   if (c.raftGroups > 0) parts.push(`${c.raftGroups} Raft group(s)`);
+  if (c.hostRealms > 0) {
+    parts.push(
+      `${c.hostRealms} host realm(s) with ${c.hostStripeFiles} stripe file(s), ${c.hostRecords} record(s) from the checkpoint on, ` +
+        `${c.hostHomes} scope home(s) with ${c.hostRowFiles} row file(s), ${c.hostRows} row(s)`,
+    );
+  }
   lines.push(`  checked ${c.files} file(s), ${bytesText(c.bytes)}: ${parts.join('; ')}`);
   if (report.unchecked.length > 0) {
     const total = report.unchecked.reduce((n, r) => n + (r.to - r.from), 0);
@@ -102,7 +108,8 @@ export function formatVerifyReport(report: VerifyReport): string {
 const USAGE = `usage: seglog verify <dir> [--json]
 
 Checks a data directory offline without writing to it: every checksum, cell, segment, index,
-segment chain (manifest against files), payload digest and reference, Raft log entry.
+segment chain (manifest against files), payload digest and reference, Raft log entry, host store
+realm (stripes and their published notes, checkpoint, fence, scope homes and their row files).
 exit: 0 clean, 1 errors, 3 warnings only, 2 bad usage`;
 
 export async function runVerifyCommand(argv: string[]): Promise<number> {

@@ -11,6 +11,10 @@ export interface CellResult {
   /** The live value, or null when the cell has none that a reader would accept. */
   readonly value: Uint8Array | null;
   readonly sequence: number;
+  /** The live slot (null when none). */
+  readonly slot: 0 | 1 | null;
+  /** How each slot decoded (empty when the file could not be read as two slots). */
+  readonly slots: readonly string[];
 }
 
 /** True when the file's first bytes carry a cell slot's magic (or it is named *.cell). */
@@ -32,8 +36,15 @@ function slotBytesFromHeader(bytes: Uint8Array, at: number): number | null {
  * Checks the cell file `path`. `slotBytes`: the size its owner opens it with (else inferred from
  * the file). Answers the value a reader gets (null when none) for owners that decode it further.
  */
-export async function checkCellFile(ctx: VerifyContext, path: string, slotBytes?: number, role = 'cell'): Promise<CellResult> {
-  const none: CellResult = { value: null, sequence: 0 };
+export async function checkCellFile(
+  ctx: VerifyContext,
+  path: string,
+  slotBytes?: number,
+  role = 'cell',
+  options: { describe?: boolean } = {},
+): Promise<CellResult> {
+  const none: CellResult = { value: null, sequence: 0, slot: null, slots: [] };
+  const describeCell = options.describe === false ? () => undefined : describeCellFile;
   const bytes = await ctx.readBounded(path, 2 * MAX_SLOT_BYTES, role);
   if (bytes === null) return none;
   ctx.sawFile(bytes.length);
@@ -85,14 +96,14 @@ export async function checkCellFile(ctx: VerifyContext, path: string, slotBytes?
     }
   }
   describeCell(ctx, path, role, slot, states, live);
-  return { value: live.value, sequence: live.sequence };
+  return { value: live.value, sequence: live.sequence, slot: live.slot, slots: states.map((s) => reasonOf(s)) };
 }
 
 function reasonOf(s: SlotState): string {
   return s.valid ? `valid, sequence ${s.sequence}` : s.reason;
 }
 
-function describeCell(
+function describeCellFile(
   ctx: VerifyContext,
   path: string,
   role: string,

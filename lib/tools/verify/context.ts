@@ -141,6 +141,14 @@ export interface VerifyCounts {
   payloadBytes: number;
   refFiles: number;
   raftGroups: number;
+  hostRealms: number;
+  hostStripeFiles: number;
+  /** Stripe records (batches, fences, seals) from the checkpoints on. */
+  hostRecords: number;
+  hostHomes: number;
+  hostRowFiles: number;
+  /** Live rows in the homes' row files. */
+  hostRows: number;
   [key: string]: number;
 }
 
@@ -163,6 +171,12 @@ export class VerifyContext {
     payloadBytes: 0,
     refFiles: 0,
     raftGroups: 0,
+    hostRealms: 0,
+    hostStripeFiles: 0,
+    hostRecords: 0,
+    hostHomes: 0,
+    hostRowFiles: 0,
+    hostRows: 0,
   };
   /** How many records of each log inspect prints (0: none). */
   readonly recordPreview: number;

@@ -6,12 +6,13 @@
 // format when it can be recognised (a cell by its name `*.cell` or its magic, a Raft snapshot by
 // its magic) and listed as unknown otherwise.
 // EXTENSION POINT: a store whose directories need more than the primitive checks (the host store's
-// scopes, the Raft store's groups) adds one entry to STORE_CHECKERS, before 'log' (a store
+// realms, the Raft store's groups) adds one entry to STORE_CHECKERS, before 'log' (a store
 // directory usually holds logs of its own, which its checker delegates to ./log.ts).
 
 import * as path from 'node:path';
 import { checkCellFile, looksLikeCell } from './cell.js';
 import { checkEmpty, checkSegmentedLog, isLogDirectory } from './log.js';
+import { checkHostRealm, isHostRealmDirectory } from './host.js';
 import { checkPayloadStore, isPayloadStoreDirectory } from './payloads.js';
 import { checkRaftGroup, checkSnapshotFile, isRaftGroupDirectory, isSnapshotFile } from './raft.js';
 import { VerifyError, messageOf, type VerifyContext } from './context.js';
@@ -27,7 +28,7 @@ export interface StoreChecker {
 export const STORE_CHECKERS: readonly StoreChecker[] = [
   { name: 'payloads', detects: isPayloadStoreDirectory, check: checkPayloadStore },
   { name: 'raft-group', detects: isRaftGroupDirectory, check: checkRaftGroup },
-  // { name: 'host', detects: isHostStoreDirectory, check: checkHostStore },   (lib/host: when its layout lands)
+  { name: 'host', detects: isHostRealmDirectory, check: checkHostRealm },
   {
     name: 'log',
     detects: isLogDirectory,
