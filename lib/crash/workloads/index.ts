@@ -19,7 +19,7 @@ export const WORKLOADS: readonly WorkloadEntry[] = [
   { name: 'segments', load: () => import('./segments.js') },
   { name: 'host', load: () => import('./host.js') },
   { name: 'raft', load: () => import('./raft.js') },
-  // { name: 'payloads', load: () => import('./payloads.js') },
+  { name: 'payloads', load: () => import('./payloads.js') },
 ];
 
 /** The names of every registered workload, in run order. */

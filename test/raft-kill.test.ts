@@ -1,0 +1,191 @@
+// The file-system Raft store against real process kills: writer processes
+// (test/support/kill-writer-raft.ts) issue bursts of appends, saveCommitted, saveVote, truncate,
+// purge and payload collections on one group of a node in a real temporary directory, and are
+// SIGKILLed at random moments (inside their open, i.e. inside recovery from the previous kill, or
+// while bursts are in flight). After every kill a checker in this process reopens the node and
+// requires, from the ledger of what the writer had acknowledged:
+// - the log, purged id, vote and committed id of a prefix of the calls the writer issued (every
+//   write of a group takes effect in call order), at least through the last acknowledged call, where
+//   an append in flight may show as a prefix of its entries; so: every acknowledged entry that no
+//   later acknowledged truncate or purge removed is there with the same bytes, the vote is at least
+//   the last acknowledged one, the purged id and the committed id are not behind the acknowledged
+//   ones, nothing shows that was never issued;
+// - no hole in the log, and the log right after the purged id;
+// - the node opens (recovery: committed entries re-applied, named payloads present);
+// - a second open shows the same: the next life's writer must report exactly that at its open
+//   (and a life killed before its open must leave exactly that), and the last life of each lane
+//   is opened once more at the end.
+// Writers run from a private copy of dist/ (other engineers rebuild dist/ meanwhile).
+// Prints one line: kills, acknowledgements, calls, what the logs hold at the end.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import * as os from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { openRaftNode } from '../lib/raft/node.js';
+import { compareLogId, compareVote, type Entry } from '../lib/raft/types.js';
+import { snapshotBuild } from './support/snapshot-build.js';
+import { runKillCampaign, type KillTarget, type LedgerEntry } from './support/kill-harness.js';
+import {
+  RAFT_KILL_GROUP,
+  RAFT_KILL_OPTIONS,
+  applyCall,
+  canonical,
+  entriesOfBurst,
+  fingerprint,
+  observeGroup,
+  showObserved,
+  type RaftCall,
+  type RaftObserved,
+} from './support/kill-writer-raft.js';
+
+const KILLS = Number(process.env['SEGLOG_RAFT_KILLS'] ?? 100);
+const SEED = Number(process.env['SEGLOG_RAFT_KILL_SEED'] ?? 1);
+
+interface Issued {
+  seq: number;
+  c: number;
+  call: RaftCall;
+  entries: Entry[];
+  acked: boolean;
+}
+
+function parseLedger(ledger: readonly LedgerEntry[], life: number): Issued[] {
+  const issued: Issued[] = [];
+  const bySeq = new Map<number, Issued[]>();
+  for (const e of ledger) {
+    if (e.t === 'begin') {
+      const seq = e['seq'] as number;
+      const calls = e['calls'] as RaftCall[];
+      const entries = entriesOfBurst(life, seq, calls);
+      const burst = calls.map((call, c) => ({ seq, c, call, entries: entries[c]!, acked: false }));
+      bySeq.set(seq, burst);
+      issued.push(...burst);
+    } else if (e.t === 'ack') {
+      const call = bySeq.get(e['seq'] as number)?.[e['c'] as number];
+      assert.ok(call !== undefined, `an ack of ${JSON.stringify(e)} that follows no begin of it`);
+      call.acked = true;
+    }
+  }
+  return issued;
+}
+
+/** What the last check of each lane's directory found. */
+const lastSeen = new Map<string, RaftObserved>();
+const stats = { checkMs: 0, lives: 0, acks: 0, calls: 0, appendsInFlight: 0, partialAppends: 0, behindLast: 0, counts: {} as Record<string, number> };
+
+async function observe(dir: string): Promise<RaftObserved> {
+  const node = await openRaftNode(dir, RAFT_KILL_OPTIONS);
+  try {
+    return await observeGroup(await node.openGroup(RAFT_KILL_GROUP));
+  } finally {
+    await node.close();
+  }
+}
+
+/** Why `got` is not allowed, in the terms of the contract (for the failure message). */
+function diagnose(got: RaftObserved, floor: RaftObserved, issued: readonly Issued[]): string {
+  const notes: string[] = [];
+  if (floor.vote !== null && (got.vote === null || compareVote(got.vote, floor.vote) < 0)) notes.push(`the vote went back: ${JSON.stringify(got.vote)} < acknowledged ${JSON.stringify(floor.vote)}`);
+  if (floor.purged !== null && (got.purged === null || got.purged.index < floor.purged.index)) notes.push(`the purged id went back: ${JSON.stringify(got.purged)} < acknowledged ${JSON.stringify(floor.purged)}`);
+  if (floor.committed !== null && compareLogId(got.committed, floor.committed) < 0) notes.push(`the committed id went back: ${JSON.stringify(got.committed)} < acknowledged ${JSON.stringify(floor.committed)}`);
+  const missing = floor.entries.filter((e, i) => floor.first + i > (got.purged?.index ?? -1) && !got.entries.includes(e));
+  if (missing.length > 0) notes.push(`${missing.length} acknowledged entries missing, the first ${missing[0]}`);
+  const known = new Set(issued.flatMap((x) => x.entries.map((e) => e.logId.index)));
+  const strange = got.entries.filter((e, i) => !floor.entries.includes(e) && !known.has(got.first + i));
+  if (strange.length > 0) notes.push(`${strange.length} entries never issued, the first ${strange[0]}`);
+  return notes.length === 0 ? 'a state no prefix of the calls leaves' : notes.join('; ');
+}
+
+const target: KillTarget<RaftObserved> = {
+  name: 'raft',
+  writer: new URL('./support/kill-writer-raft.js', import.meta.url), // replaced by the snapshot's copy
+  initialModel: () => ({ purged: null, first: 0, entries: [], vote: null, committed: null }),
+  async check(dir, model, ledger, life) {
+    stats.lives++;
+    const started = performance.now();
+    try {
+      return await checkLife(dir, model, ledger, life);
+    } finally {
+      stats.checkMs += performance.now() - started;
+    }
+  },
+};
+
+async function checkLife(dir: string, model: RaftObserved, ledger: readonly LedgerEntry[], life: number): Promise<RaftObserved> {
+  {
+    const open = ledger.find((e) => e.t === 'open');
+    if (open !== undefined) assert.equal(open['state'], fingerprint(model), `the writer found ${String(open['shows'])}, the last check left ${showObserved(model)}`);
+    const issued = parseLedger(ledger, life);
+    // The states a prefix of the calls leaves; at least through the last acknowledged call.
+    const states: RaftObserved[] = [model];
+    for (const x of issued) states.push(applyCall(states[states.length - 1]!, x.call, x.entries));
+    let floor = 0;
+    issued.forEach((x, k) => {
+      if (x.acked) floor = k + 1;
+      stats.counts[x.call.op] = (stats.counts[x.call.op] ?? 0) + 1;
+    });
+    stats.acks += issued.filter((x) => x.acked).length;
+    stats.calls += issued.length;
+    if (issued.some((x, k) => k >= floor && x.call.op === 'append')) stats.appendsInFlight++;
+    const got = await observe(dir);
+    const want = canonical(got);
+    let at = -1;
+    let partial = false;
+    for (let k = floor; k < states.length && at < 0; k++) {
+      if (canonical(states[k]!) === want) at = k;
+      const next = issued[k];
+      if (at < 0 && next !== undefined && next.call.op === 'append') {
+        // The append in flight: a prefix of its entries may have landed.
+        for (let n = 1; n < next.entries.length && at < 0; n++) {
+          if (canonical(applyCall(states[k]!, next.call, next.entries.slice(0, n))) === want) {
+            at = k;
+            partial = true;
+          }
+        }
+      }
+    }
+    if (at < 0) {
+      throw new Error(
+        `life ${life}: reopened ${showObserved(got)}: ${diagnose(got, states[floor]!, issued)}\n` +
+          `  acknowledged through call ${floor} of ${issued.length}: ${showObserved(states[floor]!)}\n` +
+          `  all issued: ${showObserved(states[states.length - 1]!)}`,
+      );
+    }
+    if (partial) stats.partialAppends++;
+    if (at < states.length - 1) stats.behindLast++;
+    // The next open (the next life's writer, whose open line must match, or this test at the end)
+    // is the second open, which must show the same.
+    lastSeen.set(dir, got);
+    return got;
+  }
+}
+
+test(`raft store: ${KILLS} SIGKILLs of writers with bursts of appends, votes, commits, truncates and purges in flight`, { timeout: 300_000 }, async (t) => {
+  const root = await mkdtemp(join(os.tmpdir(), 'seglog-raft-kill-'));
+  try {
+    const writer = await snapshotBuild(root, 'kill-writer-raft.js', [join('lib', 'raft', 'node.js'), join('test', 'support', 'kill-writer-raft.js')]);
+    const result = await runKillCampaign({ ...target, writer: pathToFileURL(writer) }, { kills: KILLS, lanes: 2, seed: SEED, root, maxRunMs: 80 });
+    // The second open of the last life of each lane (every earlier life's is the next writer's open).
+    for (const [dir, seen] of lastSeen) {
+      const again = await observe(dir);
+      assert.equal(canonical(again), canonical(seen), `${dir}: a second open shows ${showObserved(again)} after ${showObserved(seen)}`);
+    }
+    const line =
+      `raft kill test (seed ${SEED}): ${result.kills} kills (${result.afterReady} after the writer opened its node, ${result.kills - result.afterReady} before or inside its open), ` +
+      `${stats.acks} acknowledged calls of ${stats.calls} issued (${Object.entries(stats.counts).map(([k, v]) => `${v} ${k}`).join(', ')}), ` +
+      `${stats.appendsInFlight} kills with an append in flight, ${stats.partialAppends} of them showing part of an append, ${stats.behindLast} showing less than was issued, ` +
+      `${(result.elapsedMs / 1000).toFixed(1)} s (checks ${(stats.checkMs / 1000).toFixed(1)} s)`;
+    t.diagnostic(line);
+    console.log(line);
+    assert.equal(result.kills, KILLS);
+    assert.ok(result.afterReady >= KILLS / 2, `only ${result.afterReady} kills after the writer was ready`);
+    assert.ok(stats.acks > KILLS, `only ${stats.acks} acknowledgements`);
+    assert.ok(stats.appendsInFlight > 0, 'some kill landed with an append in flight');
+    for (const op of ['append', 'vote', 'committed', 'truncate', 'purge']) assert.ok((stats.counts[op] ?? 0) > 0, `the writers issued ${op}`);
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
+});
