@@ -270,7 +270,7 @@ export class RealmHandle {
     for (;;) {
       const pub = await st.readPublished();
       if (pub !== null && sameBytes(pub.boot, this.s.boot)) return;
-      if (await st.tryLock()) {
+      if (await st.tryLock('recover')) {
         try {
           const pubNow = await st.readPublished();
           if (pubNow !== null && sameBytes(pubNow.boot, this.s.boot)) return;
@@ -403,7 +403,7 @@ export class RealmHandle {
     if (st.mutex.busy) throw new BackOff();
     const release = await st.mutex.lock();
     try {
-      if (!(await st.tryLock())) throw new BackOff();
+      if (!(await st.tryLock('strays'))) throw new BackOff();
       try {
         await this.lockedCatchUp(j);
       } finally {
@@ -534,7 +534,7 @@ export class RealmHandle {
         // A lock kept from the groups before checks the gate at most once a millisecond.
         const checkGate = !st.flockHeld || now - st.gateCheckedAt > 1;
         if (checkGate) st.gateCheckedAt = now;
-        if ((checkGate && !(await st.gateOpen())) || !(await st.tryLock())) {
+        if ((checkGate && !(await st.gateOpen())) || !(await st.tryLock('group'))) {
           ok = false;
           break;
         }
@@ -559,7 +559,7 @@ export class RealmHandle {
     try {
       for (const st of this.stripes) {
         let delay = 0.25;
-        while (!(await st.holdGate()) || !(await st.tryLock())) {
+        while (!(await st.holdGate()) || !(await st.tryLock('acquire'))) {
           if (performance.now() > deadline) {
             throw HostStoreError.unavailable(
               st.gateHeld
@@ -585,37 +585,48 @@ export class RealmHandle {
     for (const st of this.stripes) await st.releaseGate();
   }
 
-  /** Lets go of every stripe lock no group of this handle is using. */
+  /** Lets go of every stripe lock this handle holds but no group, acquire or adoption is using. */
   async releaseIdle(): Promise<void> {
-    for (const st of this.stripes) if (st.flockHeld && !st.mutex.busy) await st.unlock();
+    for (const st of this.stripes) if (st.flockHeld && !st.inUse) await st.unlock();
   }
 
-  /** After a group: keeps the locks a moment (a next group needs no catch-up) and then lets go. */
+  /**
+   * After a group or an acquire: the locks of `set` are no longer in use; each is kept a moment (a
+   * next group that claims it needs no catch-up) and then let go. A lock nobody claimed is let go
+   * even while a group holds the stripe's mutex: that group may be waiting for another stripe's
+   * mutex, held by a group that backs off because an acquire in another process closed a gate,
+   * and that acquire may be waiting for exactly this lock.
+   */
   linger(set: readonly number[]): void {
     const wait = this.s.lockLingerMs;
     const now = performance.now();
     for (const j of set) {
       const st = this.stripes[j]!;
+      st.inUse = false;
       if (!st.flockHeld) continue;
-      if (wait <= 0) {
-        if (!st.mutex.busy) void st.unlock().catch(() => undefined);
+      // With no lingering, a lock is handed straight to a group of ours already waiting for the
+      // stripe (it claims it within microtasks), else let go now.
+      if (wait <= 0 && !st.mutex.busy) {
+        void st.unlock().catch(() => undefined);
         continue;
       }
+      const keep = Math.max(wait, 1);
       st.lastUse = now;
       // One timer per stripe, re-armed for what is left rather than replaced after every group.
       if (st.lingerTimer !== null) continue;
       const fire = (): void => {
-        const left = st.lastUse + wait - performance.now();
-        if (left > 0.05 && st.flockHeld) {
+        const left = st.lastUse + keep - performance.now();
+        if (left > 0.05 && st.flockHeld && !st.inUse) {
           st.lingerTimer = setTimeout(fire, left);
           st.lingerTimer.unref();
           return;
         }
         st.lingerTimer = null;
-        if (st.mutex.busy || !st.flockHeld) return;
+        // Claimed again: its user lingers it when done.
+        if (st.inUse || !st.flockHeld) return;
         void st.unlock().catch(() => undefined);
       };
-      st.lingerTimer = setTimeout(fire, wait);
+      st.lingerTimer = setTimeout(fire, keep);
       st.lingerTimer.unref();
     }
   }

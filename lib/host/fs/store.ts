@@ -206,8 +206,14 @@ export class FsHostStore implements HostStore {
    * and its gate, whether a group holds or waits for it, and what the stripe's group is doing.
    */
   describeLocks(): string {
-    return this.#r.stripes
-      .map((st, j) => `stripe ${j}: flock ${st.flockHeld ? 'held' : 'free'}${st.fresh ? ' fresh' : ''}, gate ${st.gateHeld ? 'held' : 'open'}, mutex ${st.mutex.busy ? 'busy' : 'idle'}, linger ${st.lingerTimer !== null ? 'armed' : 'none'}, group: ${this.#committer.phase[j] ?? 'none'}`)
+    return `now ${Math.round(performance.now())} ms\n` + this.#r.stripes
+      .map(
+        (st, j) =>
+          `stripe ${j}: flock ${st.flockHeld ? (st.inUse ? 'held, in use' : 'held, lingering') : 'free'}${st.fresh ? ', fresh' : ''}` +
+          `${st.lockUse !== null ? ` (last taken for ${st.lockUse.why} at ${Math.round(st.lockUse.at)} ms)` : ''}, ` +
+          `gate ${st.gateHeld ? 'held' : 'open'} (checked ${st.gateStats.checks}, found closed ${st.gateStats.closed}), ` +
+          `mutex ${st.mutex.busy ? 'busy' : 'idle'}, linger ${st.lingerTimer !== null ? 'armed' : 'none'}, group: ${this.#committer.phase[j] ?? 'none'}`,
+      )
       .join('\n');
   }
 

@@ -177,6 +177,12 @@ export class Stripe {
   /** The file lock is ours. */
   flockHeld = false;
   /**
+   * The lock is claimed: a group, an acquire or an adoption is using it (set by `tryLock`, cleared
+   * by `unlock` and by `RealmHandle.linger`). A held lock that is not in use is lingering, and
+   * may be let go at any time, even while a group that will claim it holds the mutex.
+   */
+  inUse = false;
+  /**
    * The lock has been held continuously since this handle caught up every stripe up to this one:
    * its view of every scope homed here is exact.
    */
@@ -219,15 +225,25 @@ export class Stripe {
   // The file lock
 
   /** Tries to take the stripe's file lock (never waits). */
-  async tryLock(): Promise<boolean> {
-    if (this.flockHeld) return true;
+  async tryLock(why: LockUse): Promise<boolean> {
+    if (this.flockHeld) {
+      this.inUse = true;
+      return true;
+    }
     const got = await (await this.#lock.get()).tryLock();
     if (got) {
       this.flockHeld = true;
+      this.inUse = true;
       this.fresh = false;
+      this.lockUse = { why, at: performance.now() };
     }
     return got;
   }
+
+  /** Who took the file lock last, and when (for failure reports: `FsHostStore.describeLocks`). */
+  lockUse: { why: LockUse; at: number } | null = null;
+  /** Gate checks made by groups, and how many found the gate closed (for failure reports). */
+  readonly gateStats = { checks: 0, closed: 0 };
 
   /**
    * The stripe's gate: an acquire holds it while it waits for the stripe lock, and a group only
@@ -237,7 +253,11 @@ export class Stripe {
   async gateOpen(): Promise<boolean> {
     if (this.gateHeld) return true;
     const gate = await this.#gate.get();
-    if (!(await gate.tryLock())) return false;
+    this.gateStats.checks++;
+    if (!(await gate.tryLock())) {
+      this.gateStats.closed++;
+      return false;
+    }
     await gate.unlock();
     return true;
   }
@@ -265,6 +285,7 @@ export class Stripe {
       clearTimeout(this.lingerTimer);
       this.lingerTimer = null;
     }
+    this.inUse = false;
     if (!this.flockHeld) return;
     this.flockHeld = false;
     this.fresh = false;
@@ -659,6 +680,7 @@ export class Stripe {
     this.#writer = null;
     this.#pendingClose = null;
     this.flockHeld = false;
+    this.inUse = false;
     this.fresh = false;
     for (const entry of this.#readers.values()) {
       // A read in flight closes its handle when it settles.
@@ -670,6 +692,9 @@ export class Stripe {
     for (const h of handles) if (h !== null) await h.close().catch(() => undefined);
   }
 }
+
+/** Why a handle took a stripe's file lock: a commit group, an acquire, adopting strays, recovery at open. */
+export type LockUse = 'group' | 'acquire' | 'strays' | 'recover';
 
 /** A cached read handle: `pins` reads in flight; `evicted` once the cache let go of it. */
 interface ReadHandle {
