@@ -8,6 +8,8 @@
 // small positional read or write is a page-cache copy of a few microseconds, less than the
 // round trip through libuv's thread pool that an asynchronous call costs (20-50 us under load),
 // and the stores make many of them (published notes, cell slots, frame headers, home cells).
+// Opening a file to read and closing a read-only descriptor are made there too. Large transfers,
+// syncs, and opens that create or write keep to the pool.
 
 import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -185,7 +187,9 @@ class RealFileHandle implements FileHandle {
 }
 
 async function openReal(path: string, mode: OpenMode): Promise<FileHandle> {
-  const fd = await call<number>((cb) => fs.open(path, FLAGS[mode], 0o644, cb));
+  // Opening to read is a path lookup in the dentry cache, with nothing to create or write: made on
+  // the calling thread like a small read (a listing opens thousands of small files).
+  const fd = mode === 'read' ? fs.openSync(path, FLAGS[mode]) : await call<number>((cb) => fs.open(path, FLAGS[mode], 0o644, cb));
   return new RealFileHandle(path, fd, mode === 'read');
 }
 

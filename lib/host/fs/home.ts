@@ -106,23 +106,31 @@ export async function readHomeCell(fs: FileSystem, dir: string): Promise<HomeCel
       if (isMissing(err)) return null;
       throw err;
     }
-    let bytes: Uint8Array;
+    // Buffers are reused (a listing reads thousands of cells): decoding copies what it keeps.
+    const bytes = cellBuffers.pop() ?? new Uint8Array(2 * HOME_SLOT_BYTES);
     try {
-      bytes = new Uint8Array(2 * HOME_SLOT_BYTES);
-      await h.read(bytes, 0);
-    } finally {
-      await h.close().catch(() => undefined);
-    }
-    try {
+      let n: number;
+      try {
+        n = await h.read(bytes, 0);
+      } finally {
+        await h.close().catch(() => undefined);
+      }
+      // A short file reads as zeros past its end (a slot never written).
+      bytes.fill(0, n);
       const live = chooseLive(decodeSlot(bytes, 0, HOME_SLOT_BYTES), decodeSlot(bytes, HOME_SLOT_BYTES, HOME_SLOT_BYTES), file);
       if (live === null) throw corrupt(`home cell ${file} has no valid slot`, { file });
       return { value: decodeHome(live.value, file), slot: live.slot, sequence: live.sequence };
     } catch (err) {
       if (attempt >= 4 || !isSeglogError(err, 'CORRUPT')) throw err;
       await new Promise((r) => setTimeout(r, 1 + attempt));
+    } finally {
+      if (cellBuffers.length < 32) cellBuffers.push(bytes);
     }
   }
 }
+
+/** Free buffers for reading home cells (both slots). */
+const cellBuffers: Uint8Array[] = [];
 
 export async function readHome(fs: FileSystem, dir: string): Promise<HomeValue | null> {
   return (await readHomeCell(fs, dir))?.value ?? null;

@@ -423,11 +423,13 @@ export class FsHostStore implements HostStore {
 
   /**
    * Runs a checkpoint round now (moves what the stripes hold into the scopes' homes and removes
-   * stripe files no one needs). Answers false when another handle is running one.
+   * stripe files no one needs). Answers false when another handle is running one; a round this
+   * handle runs in the background is waited for first.
    */
   async checkpoint(): Promise<boolean> {
     this.#usable();
     await this.#committer.drain();
+    await this.#checkpointing?.catch(() => undefined);
     try {
       return await checkpointRound(this.#r);
     } catch (err) {
