@@ -16,6 +16,7 @@ import * as path from 'node:path';
 import { promises as fsp } from 'node:fs';
 import { chooseLive, decodeSlot, DEFAULT_SLOT_BYTES } from '../cells/format.js';
 import { MemoryFs, type DiskImage } from '../lib/fs/memory.js';
+import { loadImage } from './support/disk-image.js';
 import {
   decodeCheckpoint,
   decodeHome,
@@ -52,26 +53,6 @@ async function quietly<T>(fn: () => Promise<T>): Promise<T> {
   } finally {
     console.log = log;
   }
-}
-
-/** The files under `root`'s `sub` directories as an image rooted at /data. */
-async function loadImage(root: string, subs: readonly string[]): Promise<DiskImage> {
-  const files: Record<string, Uint8Array> = {};
-  const dirs: string[] = [];
-  const walk = async (d: string): Promise<void> => {
-    for (const e of await fsp.readdir(d, { withFileTypes: true })) {
-      const p = path.join(d, e.name);
-      if (e.isDirectory()) {
-        dirs.push('/data/' + path.relative(root, p));
-        await walk(p);
-      } else files['/data/' + path.relative(root, p)] = new Uint8Array(await fsp.readFile(p));
-    }
-  };
-  for (const s of subs) {
-    dirs.push(`/data/${s}`);
-    await walk(path.join(root, s));
-  }
-  return { dirs, files };
 }
 
 /**

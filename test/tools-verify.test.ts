@@ -14,6 +14,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { MemoryFs, type DiskImage } from '../lib/fs/memory.js';
+import { loadImage } from './support/disk-image.js';
 import { openSegmentedLog } from '../segments/index.js';
 import { openCell } from '../cells/index.js';
 import { decodeSlot } from '../cells/format.js';
@@ -103,22 +104,6 @@ async function buildDataDirectory(root: string): Promise<void> {
   const meta = { lastLogId: { leaderId: { term: 2, nodeId: 1 }, index: 8 }, lastMembership: { logId: null, membership: { configs: [[1]], nodes: {} } }, snapshotId: 'snap-1' };
   for await (const chunk of writeSnapshotStream({ plugin: 'kv', meta }, once(enc.encode('{"k2":"v"}'.repeat(50))))) parts.push(chunk);
   await fsp.writeFile(path.join(group, 'sm', 'snapshots', 'snap-1.snap'), Buffer.concat(parts));
-}
-
-async function loadImage(root: string): Promise<DiskImage> {
-  const files: Record<string, Uint8Array> = {};
-  const dirs: string[] = [];
-  const walk = async (d: string): Promise<void> => {
-    for (const e of await fsp.readdir(d, { withFileTypes: true })) {
-      const p = path.join(d, e.name);
-      if (e.isDirectory()) {
-        dirs.push('/data/' + path.relative(root, p));
-        await walk(p);
-      } else files['/data/' + path.relative(root, p)] = new Uint8Array(await fsp.readFile(p));
-    }
-  };
-  await walk(root);
-  return { dirs, files };
 }
 
 async function snapshotOf(root: string): Promise<Map<string, string>> {

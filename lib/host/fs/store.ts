@@ -328,7 +328,12 @@ export class FsHostStore implements HostStore {
   async #head(e: ScopeEntry, st: ScopeState): Promise<Uint8Array> {
     const src = st.head;
     if (src === null) return new Uint8Array(0);
-    if ('home' in src) return readHomeHead(this.#r.fs, this.#r.scopeDir(e), e.home as HomeValue);
+    if ('home' in src) {
+      const home = e.home as HomeValue;
+      // A small head lives in the home cell itself: no directory (and no digest) needed.
+      if (home.head !== null) return home.head.slice();
+      return readHomeHead(this.#r.fs, this.#r.scopeDir(e), home);
+    }
     const [offset, length] = src.u.head!;
     return this.#r.stripes[src.rec.stripe]!.readBytes(src.rec.seq, offset, length);
   }
