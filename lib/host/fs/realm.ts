@@ -482,7 +482,17 @@ export class RealmHandle {
 
   /** Reads the scope's home cell into the view (lock-free). */
   async loadHome(e: ScopeEntry): Promise<HomeValue | null> {
-    const home = await readHome(this.fs, this.scopeDir(e));
+    const dir = this.scopeDir(e);
+    // `homeDirs` holds every home this handle's view can need: those that existed when it opened
+    // (its stripes were read from the checkpoint on, and a round writes its homes before it moves
+    // the checkpoint), those of scopes whose records it trimmed (noted as it trims), and all of
+    // them again after a jump. A scope with no entry there has no home to read (a listing of a
+    // realm not yet checkpointed would otherwise fail 10,000 opens).
+    if (!this.homeDirs.has(path.basename(dir))) {
+      this.view.setHome(e, null);
+      return null;
+    }
+    const home = await readHome(this.fs, dir);
     if (home !== null && (home.kind !== e.kind || home.name !== e.name)) {
       throw corrupt(`home of ${e.kind} scope ${JSON.stringify(e.name)} names another scope`, { dir: this.scopeDir(e) });
     }
@@ -501,6 +511,16 @@ export class RealmHandle {
    * when a home reflects records not read yet.
    */
   async resolve(entries: readonly ScopeEntry[]): Promise<void> {
+    // Their own home bases first: a record's verdict is not kept while a base it needs is missing,
+    // so asking first would judge a record that writes n scopes n times over.
+    const unloaded = entries.filter((e) => e.home === undefined);
+    if (unloaded.length > 0) {
+      let behind = false;
+      await forEachLimited(unloaded, 16, async (e) => {
+        if (this.ahead(await this.loadHome(e))) behind = true;
+      });
+      if (behind) await this.catchUpAll();
+    }
     for (let round = 0; round < 1000; round++) {
       for (const e of entries) this.view.state(e);
       const wanted = this.view.takeWanted();

@@ -194,6 +194,11 @@ export class View {
   readonly scopes = new Map<string, ScopeEntry>();
   /** Verdicts that never change while the record set only grows without anomalies. */
   #memo = new Map<Rec, Verdict>();
+  /**
+   * Records found PENDING, with the generation they were found in: while nothing changes, asking
+   * again answers the same (a record that writes thousands of scopes is asked once per scope).
+   */
+  #pendingAt = new Map<Rec, number>();
   #visiting = new Set<Rec>();
   /** Scopes whose home base a question needed and found not loaded (see `state`). */
   readonly wanted = new Set<ScopeEntry>();
@@ -239,7 +244,16 @@ export class View {
   setHome(e: ScopeEntry, home: HomeValue | null): void {
     const before = e.home;
     e.home = home;
-    if (before === undefined || before === null || home === null || before.version !== home.version || before.deleted !== home.deleted) {
+    if (before === undefined) {
+      // The first base of this scope. No kept verdict read it: while it was unknown, every question
+      // that reached this scope answered PENDING, which is not kept (a DEAD found elsewhere in the
+      // same record holds whatever this base is). Keeping the others matters when thousands of
+      // scopes of one record are loaded one by one.
+      e.state = null;
+      this.generation++;
+      return;
+    }
+    if (before === null || home === null || before.version !== home.version || before.deleted !== home.deleted) {
       e.state = null;
       this.generation++;
       // A record's verdict may depend on this base (a version the base now covers).
@@ -284,6 +298,7 @@ export class View {
       e.state = null;
     }
     this.#memo.clear();
+    this.#pendingAt.clear();
     this.generation++;
     return [...touched];
   }
@@ -291,6 +306,7 @@ export class View {
   #reset(): void {
     this.anomalies++;
     this.#memo.clear();
+    this.#pendingAt.clear();
     for (const e of this.scopes.values()) e.state = null;
   }
 
@@ -359,6 +375,7 @@ export class View {
   verdict(rec: Rec): Verdict {
     const known = this.#memo.get(rec);
     if (known !== undefined) return known;
+    if (this.#pendingAt.get(rec) === this.generation) return PENDING;
     if (this.#visiting.has(rec)) return DEAD; // a cycle: no order of commits writes one
     this.#visiting.add(rec);
     let result: Verdict = YES;
@@ -381,6 +398,7 @@ export class View {
       this.#visiting.delete(rec);
     }
     if (result !== PENDING) this.#memo.set(rec, result);
+    else if (this.#visiting.size === 0) this.#pendingAt.set(rec, this.generation);
     return result;
   }
 
@@ -414,6 +432,7 @@ export class View {
       e.state = null;
     }
     this.#memo.clear();
+    this.#pendingAt.clear();
     this.generation++;
   }
 }
