@@ -29,6 +29,7 @@ import { REPORT_JSON_SCHEMA, validateReport } from './harness/schema.js';
 import { formatBytes, MIB } from './harness/stats.js';
 import { chartSeriesFromSection, renderChart } from './harness/svg.js';
 import { concurrencySection, metadataSection, syncMethodSections, writevSection, type SuiteConfig } from './raw.js';
+import { STORES_SECTION_IDS } from './stores/sections.js';
 
 const USAGE = `usage: seglog bench <command> [options]
 
@@ -60,7 +61,10 @@ options:
                  stores, the Raft log opened cold: quick 32 MiB)
   --scopes N     stores: scopes in the realm whose open is measured (default 10000; quick: 1000)
   --payload-bytes N  stores: the large payload whose memory is watched (default 1 GiB; quick: 32 MiB)
-  --snapshot-bytes N stores: the Raft state whose snapshot's memory is watched (default 1 GiB; quick: 32 MiB)`;
+  --snapshot-bytes N stores: the Raft state whose snapshot's memory is watched (default 1 GiB; quick: 32 MiB)
+  --only IDS     stores: run only these sections (comma-separated ids: host-commits, host-open,
+                 raft-appends, raft-1mib, raft-open, raft-snapshot-rss, payload-put, payload-get,
+                 payload-rss); targets of the others read "not measured"`;
 
 interface Options {
   dir: string;
@@ -75,6 +79,7 @@ interface Options {
   scopes: number | undefined;
   payloadBytes: number | undefined;
   snapshotBytes: number | undefined;
+  only: string[] | undefined;
 }
 
 class UsageError extends Error {}
@@ -96,6 +101,7 @@ function parse(argv: string[]): { command: string; options: Options } {
       scopes: { type: 'string' },
       'payload-bytes': { type: 'string' },
       'snapshot-bytes': { type: 'string' },
+      only: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -111,6 +117,11 @@ function parse(argv: string[]): { command: string; options: Options } {
   if (payloadBytes !== undefined && !(Number.isInteger(payloadBytes) && payloadBytes >= MIB)) throw new UsageError('--payload-bytes must be an integer >= 1048576');
   const snapshotBytes = values['snapshot-bytes'] === undefined ? undefined : Number(values['snapshot-bytes']);
   if (snapshotBytes !== undefined && !(Number.isInteger(snapshotBytes) && snapshotBytes >= MIB)) throw new UsageError('--snapshot-bytes must be an integer >= 1048576');
+  const only = values.only === undefined ? undefined : values.only.split(',').map((x) => x.trim()).filter((x) => x.length > 0);
+  if (only !== undefined) {
+    const unknown = only.filter((id) => !STORES_SECTION_IDS.includes(id));
+    if (only.length === 0 || unknown.length > 0) throw new UsageError(`--only takes section ids among ${STORES_SECTION_IDS.join(', ')}${unknown.length > 0 ? ` (unknown: ${unknown.join(', ')})` : ''}`);
+  }
   return {
     command: positionals[0] as string,
     options: {
@@ -126,6 +137,7 @@ function parse(argv: string[]): { command: string; options: Options } {
       scopes,
       payloadBytes,
       snapshotBytes,
+      only,
     },
   };
 }
@@ -144,6 +156,7 @@ function defaults(): Options {
     scopes: undefined,
     payloadBytes: undefined,
     snapshotBytes: undefined,
+    only: undefined,
   };
 }
 
@@ -460,6 +473,7 @@ export async function runBenchCommand(argv: string[]): Promise<number> {
         scopes: options.scopes,
         payloadBytes: options.payloadBytes,
         snapshotBytes: options.snapshotBytes,
+        only: options.only,
       });
       await emit(report, null, options);
       return 0;

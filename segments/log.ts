@@ -81,6 +81,17 @@ export interface SegmentedLogOptions {
 }
 
 /**
+ * Test-only tuning, so that tests can compare a behaviour with and without an optimization.
+ * Never set outside tests; not exported from the package. Passed as `{ ...options, tuning }` (not
+ * part of SegmentedLogOptions).
+ * @internal
+ */
+export interface SegmentTuning {
+  /** Keep the file of a dropped segment to reuse as the next new segment (default true). */
+  recycle?: boolean;
+}
+
+/**
  * Test-only switches that plant a known durability mistake, so that the crash runner
  * (lib/crash/workloads/segments.ts) can prove it catches each class. Never set outside tests; not
  * exported from the package. Passed as `{ ...options, mistakes }` (not part of SegmentedLogOptions).
@@ -108,6 +119,8 @@ export interface SegmentedLogStats {
   rolls: number;
   /** Bytes of the last segment that open validated by a scan (past what its index claimed). */
   recoveryScanBytes: number;
+  /** New segments made out of the file of a dropped one (instead of a fresh file). */
+  recycled: number;
 }
 
 /** A segmented log; see the module header and API.md. */
@@ -167,10 +180,14 @@ const READ_CHUNK = MiB;
 /** Sealed-segment offset tables kept in memory per log (least recently used dropped first). */
 const MAX_LOADED_TABLES = 8;
 /**
- * The active segment's index is rewritten (unsynced: it is derived data) each time this much more
- * of it is synced, so that recovery after a crash scans at most about this much of its tail.
+ * The active segment's index is rewritten (unsynced: it is derived data) each time at least this
+ * much more of it, and at least CHECKPOINT_RECORDS more records, are synced, so that recovery
+ * after a crash scans at most about that much of its tail (never more than the segment). The
+ * record count keeps large records from paying four file calls every few appends (1 MiB records:
+ * every 64 MiB, about once per default segment, instead of every 4 MiB).
  */
 const CHECKPOINT_BYTES = 4 * MiB;
+const CHECKPOINT_RECORDS = 64;
 /** Beyond this much space past the valid tail at open, cut without looking. */
 const MAX_ZERO_CHECK = 8 * MiB;
 
@@ -196,8 +213,13 @@ class Segment {
   tableEnd = HEADER_BYTES;
   loading: Promise<void> | null = null;
   headerChecked = false;
-  /** File size including zero-filled space ahead of the tail (the active segment only). */
+  /**
+   * File size including the space ahead of the tail (the active segment only): zeros, or, when
+   * `stale`, bytes left from the file's previous life as another segment.
+   */
   allocated = HEADER_BYTES;
+  /** The space past `tableEnd` holds a recycled file's old bytes, not zeros (cut before sealing or closing). */
+  stale = false;
   /** Reads in flight: an unlink waits for them. */
   readers = 0;
   removed = false;
@@ -315,6 +337,8 @@ export async function openSegmentedLog(dir: string, options: SegmentedLogOptions
     cell = await openManifestCell(path.join(dir, MANIFEST_NAME), fs);
     const log = new Log(dir, fs, fdCache, policy, segmentBytes, maxRecordBytes, lock, cell);
     log.mistakes = (options as { mistakes?: SegmentMistakes }).mistakes ?? {};
+    const tuning = (options as { tuning?: SegmentTuning }).tuning ?? {};
+    if (tuning.recycle !== undefined) log.recycle = tuning.recycle === true;
     try {
       await log.recover(firstIndex, created);
     } catch (err) {
@@ -340,6 +364,8 @@ class Log implements SegmentedLog {
   readonly #cell: ManifestCell;
   /** Test-only (SegmentMistakes); empty in every real use. @internal */
   mistakes: SegmentMistakes = {};
+  /** Whether the file of a dropped segment is kept to become the next new segment (SegmentTuning). @internal */
+  recycle = true;
 
   // Physical state: what the manifest and the files say (plus written-but-unsynced records).
   #segments: Segment[] = [];
@@ -372,6 +398,8 @@ class Log implements SegmentedLog {
   #durableEnd = HEADER_BYTES;
   /** Active segment offset covered by its last index checkpoint. */
   #checkpointEnd = HEADER_BYTES;
+  /** Active segment records covered by its last index checkpoint. */
+  #checkpointCount = 0;
   #checkpointing: Promise<void> | null = null;
   /** The active segment's handle, held while writes or syncs are outstanding. */
   #lease: { handle: FileHandle; release: () => void; segment: Segment } | null = null;
@@ -381,8 +409,15 @@ class Log implements SegmentedLog {
   #readsInFlight = 0;
   #readsIdle: Deferred | null = null;
   #deferredUnlinks = new Set<Promise<void>>();
+  /**
+   * The file of a segment no manifest names any more, kept (under its old name) to be reused by
+   * the next segment this log creates: its blocks are allocated and written, so the appends that
+   * overwrite them sync no size or allocation change. Named by no manifest, it is garbage to an
+   * open after a crash (deleted like any leftover), and it is deleted at close.
+   */
+  #spare: { path: string; size: number } | null = null;
   #useTick = 0;
-  #stats: SegmentedLogStats = { segments: 0, indexRebuilds: 0, groupWrites: 0, syncs: 0, rolls: 0, recoveryScanBytes: 0 };
+  #stats: SegmentedLogStats = { segments: 0, indexRebuilds: 0, groupWrites: 0, syncs: 0, rolls: 0, recoveryScanBytes: 0, recycled: 0 };
 
   constructor(
     dir: string,
@@ -580,6 +615,7 @@ class Log implements SegmentedLog {
       this.#durableCount = seg.count;
       this.#durableEnd = seg.tableEnd;
       this.#checkpointEnd = seg.tableEnd;
+      this.#checkpointCount = seg.count;
     } finally {
       release();
     }
@@ -904,6 +940,7 @@ class Log implements SegmentedLog {
       await handle.truncate(tail);
       await handle.datasync();
       seg.allocated = tail;
+      seg.stale = false;
     } catch (err) {
       this.#setPoison(fromIo(err, 'cut failed write of', seg.segPath));
     }
@@ -1007,7 +1044,8 @@ class Log implements SegmentedLog {
         if (seg === this.#active) {
           this.#durableCount = count;
           this.#durableEnd = end;
-          if (end - this.#checkpointEnd >= CHECKPOINT_BYTES && this.#checkpointing === null) this.#checkpoint(seg, count, end);
+          const due = end - this.#checkpointEnd >= CHECKPOINT_BYTES && count - this.#checkpointCount >= CHECKPOINT_RECORDS;
+          if (due && this.#checkpointing === null) this.#checkpoint(seg, count, end);
         }
         while (this.#unsynced.length > 0 && this.#unsynced[0]!.seq <= target) this.#unsynced.shift()!.durable.resolve();
         this.#maybeSync();
@@ -1028,6 +1066,7 @@ class Log implements SegmentedLog {
   #checkpoint(seg: Segment, count: number, end: number): void {
     const bytes = encodeIndex(seg.base, seg.id, seg.offsets!, count, end);
     this.#checkpointEnd = end;
+    this.#checkpointCount = count;
     this.#checkpointing = this.#writeIndexFile(seg, bytes, false)
       .catch(() => undefined)
       .finally(() => {
@@ -1154,11 +1193,14 @@ class Log implements SegmentedLog {
   async #roll(): Promise<void> {
     await this.#drain();
     const old = this.#active;
-    // Nothing but zero-filled space follows the last record here: cut it before sealing, so that
-    // every byte of a sealed segment lies under a checksum (a flipped byte anywhere is detected).
-    await this.#cutToEnd(old);
-    await this.#seal(old);
-    const seg = await this.#createSegment(old.base + old.count);
+    // Nothing but zero-filled space (or a recycled file's old bytes) follows the last record
+    // here: cut it, so that every byte of a sealed segment lies under a checksum (a flipped byte
+    // anywhere is detected). The cut, the seal and the new segment touch three different files
+    // and need each other for nothing: they run together, so that their syncs can share journal
+    // commits. All three are durable before the manifest names the new segment.
+    const steps = await Promise.allSettled([this.#cutToEnd(old), this.#seal(old), this.#createSegment(old.base + old.count)]);
+    for (const step of steps) if (step.status === 'rejected') throw step.reason;
+    const seg = (steps[2] as PromiseFulfilledResult<Segment>).value;
     const next = this.#normalize([...this.#segments, seg], this.#physFirst);
     await this.#commit(this.#manifestOf(this.#physFirst, next));
     await this.#install(next, this.#physFirst);
@@ -1174,6 +1216,8 @@ class Log implements SegmentedLog {
     if (i > holder.base) {
       if (holder === this.#active) {
         holder.count = i - holder.base;
+        // The truncated frames stay (below); a recycled file's old bytes after them go.
+        await this.#cutStale(holder);
         await this.#seal(holder);
       }
       keep.push(holder);
@@ -1208,7 +1252,7 @@ class Log implements SegmentedLog {
   /** Test-only (SegmentMistakes.unlinkBeforeCommit): unlinks what `next` drops before the commit. */
   async #plantEarlyUnlink(next: Segment[]): Promise<void> {
     if (this.mistakes.unlinkBeforeCommit !== true) return;
-    for (const s of this.#segments) if (!next.includes(s)) await this.#unlinkSegment(s);
+    for (const s of this.#segments) if (!next.includes(s)) await this.#unlinkSegment(s, false);
   }
 
   /** Drops leading segments that hold no record at or after `first` (the last one always stays). */
@@ -1237,6 +1281,7 @@ class Log implements SegmentedLog {
       this.#durableCount = active.count;
       this.#durableEnd = active.tableEnd;
       this.#checkpointEnd = active.tableEnd;
+      this.#checkpointCount = active.count;
     }
     this.#segments = next;
     this.#physFirst = first;
@@ -1264,6 +1309,7 @@ class Log implements SegmentedLog {
       await h.close().catch(() => undefined);
     }
     seg.allocated = Math.min(seg.allocated, end);
+    seg.stale = false;
   }
 
   /** Seals a segment: writes its index (count = its live records) and syncs it. */
@@ -1291,9 +1337,15 @@ class Log implements SegmentedLog {
     }
   }
 
-  /** A new, empty segment at `base`, durable (header, zero-filled space, directory entry). */
+  /**
+   * A new, empty segment at `base`, durable (header, zero-filled space or a spare's old bytes,
+   * directory entry).
+   */
   async #createSegment(base: number): Promise<Segment> {
     const seg = new Segment(this.#dir, base, newSegmentId());
+    const spare = this.#spare;
+    this.#spare = null;
+    if (spare !== null && (await this.#reuseSpare(seg, spare))) return seg;
     const prealloc = Math.min(MIN_PREALLOC, Math.max(this.#segmentBytes, HEADER_BYTES) - HEADER_BYTES);
     try {
       const h = await this.#fs.open(seg.segPath, 'create-exclusive');
@@ -1313,6 +1365,70 @@ class Log implements SegmentedLog {
     return seg;
   }
 
+  /**
+   * Makes `seg` out of a spare: a second name (link, which fails rather than replace an existing
+   * file, as O_EXCL does), the old name removed, a new header written and synced, the directory
+   * synced. The old frames stay behind the header: they carry another segment's salt and indices,
+   * so none of them validates here (as bytes a torn write leaves do not), and the first append
+   * overwrites them. Answers false (the spare is dropped) when the spare cannot be linked, so that
+   * the caller creates a fresh file instead.
+   */
+  async #reuseSpare(seg: Segment, spare: { path: string; size: number }): Promise<boolean> {
+    try {
+      await this.#fs.link(spare.path, seg.segPath);
+    } catch {
+      await this.#unlinkQuietly(spare.path);
+      return false;
+    }
+    // The old name goes while the header is written: its removal need not be durable (a name no
+    // manifest gives is garbage), only the new name must be, by the directory sync below.
+    const oldNameGone = this.#unlinkQuietly(spare.path);
+    try {
+      const h = await this.#fs.open(seg.segPath, 'write');
+      try {
+        await h.write(encodeSegmentHeader(seg.base, seg.id, this.#generation + 1), 0);
+        await h.datasync();
+      } finally {
+        await h.close();
+      }
+      if (this.mistakes.skipDirSync !== true) await this.#fs.syncDir(this.#dir);
+    } catch (err) {
+      throw fromIo(err, 'create segment', seg.segPath);
+    } finally {
+      await oldNameGone;
+    }
+    seg.allocated = Math.max(spare.size, HEADER_BYTES);
+    seg.stale = spare.size > HEADER_BYTES;
+    seg.offsets = new Uint32Array(64);
+    seg.headerChecked = true;
+    this.#stats.recycled++;
+    return true;
+  }
+
+  /**
+   * Cuts a recycled file's old bytes past the segment's last frame, and syncs the new length (a
+   * segment that is sealed or closed holds nothing but its frames and zeros).
+   */
+  async #cutStale(seg: Segment): Promise<void> {
+    if (!seg.stale) return;
+    let h: FileHandle;
+    try {
+      h = await this.#fs.open(seg.segPath, 'write');
+    } catch (err) {
+      throw fromIo(err, 'open segment', seg.segPath);
+    }
+    try {
+      await h.truncate(seg.tableEnd);
+      await h.datasync();
+    } catch (err) {
+      throw fromIo(err, 'cut segment', seg.segPath);
+    } finally {
+      await h.close().catch(() => undefined);
+    }
+    seg.allocated = seg.tableEnd;
+    seg.stale = false;
+  }
+
   async #commit(m: Manifest, file = path.join(this.#dir, MANIFEST_NAME)): Promise<void> {
     try {
       await this.#cell.write(encodeManifest(m));
@@ -1328,12 +1444,33 @@ class Log implements SegmentedLog {
     if (seg.readers === 0) await this.#unlinkSegment(seg);
   }
 
-  async #unlinkSegment(seg: Segment): Promise<void> {
+  async #unlinkSegment(seg: Segment, recycle = true): Promise<void> {
     await this.#fdCache.forget(this.#fs, seg.segPath);
+    if (recycle && (await this.#keepAsSpare(seg))) {
+      await this.#unlinkQuietly(seg.idxPath);
+      return;
+    }
     // Not followed by a directory sync: a file that reappears after a crash is named by no
     // manifest, and open deletes it as garbage.
     await this.#unlinkQuietly(seg.segPath);
     await this.#unlinkQuietly(seg.idxPath);
+  }
+
+  /**
+   * Keeps a removed segment's file as the spare when there is none yet and it is at least half a
+   * segment (a log that fills segments; a small one is not worth holding on to).
+   */
+  async #keepAsSpare(seg: Segment): Promise<boolean> {
+    if (!this.recycle || this.#spare !== null || this.#closing !== null || this.#poison !== null) return false;
+    let size: number;
+    try {
+      size = (await this.#fs.stat(seg.segPath))?.size ?? 0;
+    } catch {
+      return false;
+    }
+    if (size < this.#segmentBytes / 2 || this.#spare !== null || this.#closing !== null) return false;
+    this.#spare = { path: seg.segPath, size };
+    return true;
   }
 
   async #unlinkQuietly(p: string): Promise<void> {
@@ -1612,6 +1749,7 @@ class Log implements SegmentedLog {
         // Record the active segment's table (every frame in it is synced now), so that the next
         // open scans only what is appended after this point.
         const seg = this.#active;
+        await this.#cutStale(seg);
         if (seg.count > 0) {
           await this.#writeIndexFile(seg, encodeIndex(seg.base, seg.id, seg.offsets!, seg.count, seg.tableEnd), false);
         }
@@ -1625,6 +1763,10 @@ class Log implements SegmentedLog {
       await this.#readsIdle.promise;
     }
     await Promise.all([...this.#deferredUnlinks]);
+    if (this.#spare !== null) {
+      await this.#unlinkQuietly(this.#spare.path);
+      this.#spare = null;
+    }
     if (this.#lease !== null) {
       this.#lease.release();
       this.#lease = null;

@@ -39,7 +39,8 @@ import { rowKeyBytes, scopeKeyBytes } from '../bench/stores/host-lmdb.js';
 import { decodeScopeMeta, encodeScopeMeta, planAcquire, planCommit, planRenew, type ScopeMeta } from '../bench/stores/host-plan.js';
 import { loadPeers } from '../bench/stores/peers.js';
 import { NOT_BUILT } from '../bench/stores/seglog.js';
-import { collectStoreTargets, durationTarget, storesConfig } from '../bench/stores/suite.js';
+import { collectStoreTargets, durationTarget, runsSection, storesConfig } from '../bench/stores/suite.js';
+import { STORES_SECTION_IDS } from '../bench/stores/sections.js';
 import { generatedBody, hostCommitWorkload, raftAppendWorkload, type RaftNodeHandle } from '../bench/stores/workloads.js';
 
 // ---------------------------------------------------------------- the commit plan
@@ -319,6 +320,15 @@ test('durationTarget: under 60 s for --quick, under 10 minutes for the full run'
   assert.equal(durationTarget(false, 599_000).met, true);
   assert.equal(durationTarget(false, 600_000).met, false);
   assert.equal(durationTarget(false, 1).unit, 's');
+  const partial = durationTarget(false, 1000, true);
+  assert.equal(partial.met, null, 'a run of some sections (--only) is not judged');
+  assert.match(partial.note, /--only/);
+});
+
+test('--only: runsSection selects the named sections, every one when absent', () => {
+  assert.ok(STORES_SECTION_IDS.every((id) => runsSection({}, id)));
+  const only = storesConfig('/x', false, 5, { only: ['raft-1mib'] });
+  assert.deepEqual(STORES_SECTION_IDS.filter((id) => runsSection(only, id)), ['raft-1mib']);
 });
 
 test('storesConfig: quick and full sizes, overrides, and at least 5 runs of every child measurement', () => {

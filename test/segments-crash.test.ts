@@ -127,7 +127,7 @@ async function runSequential(steps: Step[], segmentBytes: number): Promise<{ m: 
   return { m, states };
 }
 
-async function explore(name: string, steps: Step[], segmentBytes: number, t: { diagnostic(s: string): void }): Promise<void> {
+async function explore(name: string, steps: Step[], segmentBytes: number, t: { diagnostic(s: string): void }): Promise<MemoryFs['trace']> {
   const { m, states } = await runSequential(steps, segmentBytes);
   const result = await exploreCrashStates({
     initial: m.initialImage,
@@ -143,6 +143,7 @@ async function explore(name: string, steps: Step[], segmentBytes: number, t: { d
   const linear = checkAckAfterSync(m.trace, { dependsOn: (_marker, op) => !notDependedOn(op.kind, op.path) });
   assert.deepEqual(linear.violations.map((v) => v.description), [], 'every acknowledgement after the syncs it depends on');
   assert.deepEqual(linear.renamesBeforeSync, []);
+  return m.trace;
 }
 
 /**
@@ -164,6 +165,17 @@ const appends = (n: number, batchEvery = 4): Step[] =>
 
 test('crash: appends with rolls', async (t) => {
   await explore('append+roll', appends(18), 300, t);
+});
+
+test('crash: recycled segments (a dropped segment\'s file reused by the next roll, its old frames behind the new ones)', async (t) => {
+  // Records of 60-90 bytes in 300-byte segments: dropping the sealed segments keeps one file as
+  // the spare; the next roll makes a segment out of it, whose old frames (another salt, other
+  // indices) lie behind every new one, torn or not. A truncation into it, and a reset, follow.
+  const fill = (n: number): Step[] => Array.from({ length: n }, (_, i) => ({ op: 'append' as const, records: [makeRecord(60 + ((i * 7) % 31))] }));
+  const steps: Step[] = [...fill(7), { op: 'drop', index: 6 }, ...fill(5), { op: 'truncate', index: 10 }, ...fill(1), { op: 'drop', index: 11 }, ...fill(4)];
+  const trace = await explore('recycle', steps, 300, t);
+  const links = trace.filter((e) => e.kind === 'link' && e.path.endsWith('.seg'));
+  assert.ok(links.length >= 2, `${links.length} segments made out of a spare`);
 });
 
 test('crash: truncateAfter inside the active segment and into a sealed one, appends after each', async (t) => {

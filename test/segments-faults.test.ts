@@ -189,6 +189,70 @@ for (const [label, kind, path] of [
   });
 }
 
+/** A log whose sealed segments were dropped, so that it holds a spare for its next roll. */
+async function logWithSpare(open: () => Promise<SegmentedLog>, acked: Buffer[]): Promise<SegmentedLog> {
+  const log = await open();
+  for (let i = 0; i < 6; i++) {
+    await log.append([rec(i)]);
+    acked.push(rec(i));
+  }
+  assert.ok(log.stats().rolls >= 2, 'sealed segments to drop');
+  await log.dropBefore(log.endIndex - 1);
+  acked.splice(0, acked.length - 1);
+  return log;
+}
+
+test('recycling: a spare that cannot be linked is dropped and the roll creates a fresh file', async () => {
+  const { faulty, open } = setup({ segmentBytes: 120 });
+  const acked: Buffer[] = [];
+  const log = await logWithSpare(open, acked);
+  faulty.fail({ kind: 'link', path: '*.seg', error: 'EIO' });
+  for (let i = 10; i < 14; i++) {
+    await log.append([rec(i)]);
+    acked.push(rec(i));
+  }
+  assert.equal(log.stats().recycled, 0);
+  assert.deepEqual((await log.read(log.firstIndex, 100)).map((b) => Buffer.from(b)), acked);
+  await log.close();
+  faulty.clearFaults();
+});
+
+for (const [label, kind, path] of [
+  ['writing its new header', 'write', '*.seg'],
+  ['syncing its new header', 'datasync', '*.seg'],
+  ['syncing the directory', 'syncDir', '*'],
+] as const) {
+  test(`recycling: a failure while ${label} during a roll: typed, POISONED, every acknowledged record kept`, async () => {
+    const { mem, faulty, open } = setup({ segmentBytes: 120 });
+    const acked: Buffer[] = [];
+    const log = await logWithSpare(open, acked);
+    const first = log.firstIndex;
+    // The next appends fill the active segment; the roll after them makes its segment of the spare.
+    let c = 'ok';
+    const written = [...acked];
+    // Armed once the spare is linked to its new name: the first such call after it is the reuse's.
+    let linkedTo: string | null = null;
+    faulty.fail({ kind: 'link', when: (call) => ((linkedTo = call.to ?? null), false) });
+    faulty.fail({ kind, path, error: 'EIO', when: (call) => linkedTo !== null && (kind === 'syncDir' || call.path === linkedTo), times: 1 });
+    for (let i = 20; i < 26 && c === 'ok'; i++) {
+      written.push(rec(i));
+      c = await code(log.append([rec(i)]));
+      if (c === 'ok') acked.push(rec(i));
+    }
+    assert.ok(linkedTo !== null, 'the roll reused the spare');
+    assert.ok(c === 'IO_ERROR' || c === 'POISONED', c);
+    assert.equal(await code(log.append([rec(99)])), 'POISONED');
+    assert.equal(log.stats().recycled, 0, 'the reuse failed');
+    await log.close();
+    faulty.clearFaults();
+    for (const image of [mem.currentImage(), mem.durableImage()]) {
+      const after = await contentAfterCrash(image, { segmentBytes: 120 });
+      assert.equal(after.first, first);
+      assertPrefixOf(after.records, acked, written, label);
+    }
+  });
+}
+
 for (const op of ['truncateAfter', 'dropBefore', 'reset'] as const) {
   test(`a failed manifest commit in ${op}: typed, POISONED, and the log reopens old or new, never between`, async () => {
     const { mem, faulty, open } = setup({ segmentBytes: 120 });

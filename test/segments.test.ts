@@ -224,16 +224,76 @@ test('reset empties the log durably at any index', async () => {
   await log.reset(500);
   assert.equal(log.firstIndex, 500);
   assert.equal(log.endIndex, 500);
-  assert.equal(segFiles(dir).length, 1);
+  assert.equal(log.stats().segments, 1);
+  // The live segment, and at most one removed segment's file kept as the spare (deleted at close).
+  assert.ok(segFiles(dir).length <= 2, `${segFiles(dir).length} segment files`);
   await rejectsCode(log.read(10, 1), 'INVALID');
   assert.equal(await log.append([rec(500)]), 500);
   await log.reset(3); // backwards too
   assert.equal(log.endIndex, 3);
   await log.append([rec(3)]);
   await log.close();
+  assert.equal(segFiles(dir).length, 1, 'no spare is left behind by a close');
   log = await openSegmentedLog(dir, { segmentBytes: 150 });
   assert.equal(log.firstIndex, 3);
   assert.deepEqual((await readAll(log)).map(str), [str(rec(3))]);
+  await log.close();
+});
+
+test('recycling: a dropped segment\'s file becomes the next segment; its old frames never read as records', async () => {
+  const dir = newDir();
+  const segmentBytes = 4096;
+  const big = (i: number): Buffer => Buffer.alloc(700, 0x41 + (i % 26));
+  let log = await openSegmentedLog(dir, { segmentBytes });
+  const expected = new Map<number, Uint8Array>();
+  const add = async (r: Uint8Array): Promise<void> => {
+    expected.set(await log.append([r]), r);
+  };
+  for (let i = 0; i < 12; i++) await add(big(i));
+  assert.ok(log.stats().rolls >= 2);
+  // Drop every sealed segment: the first one's file is kept as the spare, the others are deleted.
+  await log.dropBefore(log.endIndex);
+  const first = log.firstIndex;
+  assert.equal(log.stats().segments, 1);
+  assert.equal(segFiles(dir).length, 2, 'the live segment and the spare');
+  const spareName = segFiles(dir).find((n) => !n.startsWith(String(first).padStart(20, '0')))!;
+  const spareBytes = fs.readFileSync(path.join(dir, spareName));
+  // Fill the live segment: the roll makes the next segment out of the spare.
+  const rolls = log.stats().rolls;
+  for (let i = 0; log.stats().rolls === rolls; i++) await add(big(100 + i));
+  assert.equal(log.stats().recycled, 1);
+  assert.ok(!segFiles(dir).includes(spareName), 'the spare was renamed');
+  for (let i = 0; i < 12; i++) await add(rec(200 + i));
+  const want = (): string[] => [...expected.entries()].filter(([k]) => k >= first).sort((a, b) => a[0] - b[0]).map(([, r]) => str(r));
+  assert.deepEqual((await readAll(log)).map(str), want());
+  // The new segment's file still holds old bytes past its last frame (it was not zero-filled).
+  const active = path.join(dir, segFiles(dir).at(-1)!);
+  const activeBytes = fs.readFileSync(active);
+  assert.equal(activeBytes.length, spareBytes.length);
+  assert.ok(activeBytes.subarray(activeBytes.length - 100).equals(spareBytes.subarray(spareBytes.length - 100)));
+  // A truncation into it cuts the old bytes (the truncated frame stays), and reads are exact.
+  const cutAt = log.endIndex - 1;
+  await log.truncateAfter(cutAt);
+  expected.delete(cutAt);
+  assert.ok(fs.statSync(active).size < spareBytes.length, 'the old bytes were cut');
+  assert.deepEqual((await readAll(log)).map(str), want());
+  await add(rec(999));
+  const live = log.stats().segments;
+  await log.close();
+  assert.equal(segFiles(dir).length, live, 'after a close, no spare is left');
+  log = await openSegmentedLog(dir, { segmentBytes });
+  assert.deepEqual((await readAll(log)).map(str), want());
+  await log.close();
+});
+
+test('recycling off (internal tuning): dropped segments are deleted at once', async () => {
+  const dir = newDir();
+  const log = await openSegmentedLog(dir, { segmentBytes: 150, tuning: { recycle: false } } as Parameters<typeof openSegmentedLog>[1]);
+  for (let i = 0; i < 30; i++) await log.append([rec(i)]);
+  await log.dropBefore(log.endIndex);
+  assert.equal(segFiles(dir).length, 1);
+  for (let i = 0; i < 30; i++) await log.append([rec(i)]);
+  assert.equal(log.stats().recycled, 0);
   await log.close();
 });
 

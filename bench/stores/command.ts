@@ -26,6 +26,8 @@ export interface StoresCommandOptions {
   scopes: number | undefined;
   payloadBytes: number | undefined;
   snapshotBytes: number | undefined;
+  /** Run only these sections (ids of STORES_SECTION_IDS); all when undefined. */
+  only?: readonly string[] | undefined;
 }
 
 export async function runStoresReport(o: StoresCommandOptions): Promise<BenchReport> {
@@ -68,6 +70,7 @@ export async function runStoresReport(o: StoresCommandOptions): Promise<BenchRep
     if (o.logBytes !== undefined) overrides.logBytes = o.logBytes;
     if (o.payloadBytes !== undefined) overrides.bigPayloadBytes = o.payloadBytes;
     if (o.snapshotBytes !== undefined) overrides.snapshotBytes = o.snapshotBytes;
+    if (o.only !== undefined) overrides.only = o.only;
     const cfg = storesConfig(root, o.quick, o.rounds, overrides);
     const deps = { seglog, host: hostImplementations(seglog, peers, peersMissing), raft: raftImplementations(seglog, peers, peersMissing) };
     progress.grow(plannedStoresMs(cfg, deps));
@@ -82,11 +85,11 @@ export async function runStoresReport(o: StoresCommandOptions): Promise<BenchRep
     const targets = collectStoreTargets(run.sections, cfg, why);
     const finishedAt = new Date();
     const durationMs = finishedAt.getTime() - startedAt.getTime();
-    targets.push(durationTarget(o.quick, durationMs));
+    targets.push(durationTarget(o.quick, durationMs, o.only !== undefined));
     const report: BenchReport = {
       schema: REPORT_SCHEMA_ID,
       version: REPORT_VERSION,
-      command: ['seglog', 'bench', 'stores', ...(o.quick ? ['--quick'] : [])].join(' '),
+      command: ['seglog', 'bench', 'stores', ...(o.quick ? ['--quick'] : []), ...(o.only !== undefined ? ['--only', o.only.join(',')] : [])].join(' '),
       quick: o.quick,
       startedAt: startedAt.toISOString(),
       finishedAt: finishedAt.toISOString(),

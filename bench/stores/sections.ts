@@ -1,0 +1,16 @@
+// The ids of the sections of `seglog bench stores`, in report order: what `--only` selects from.
+//
+// Owns: `STORES_SECTION_IDS`. Kept apart from suite.ts so that the command line can check `--only`
+// without loading the suite (and the stores it imports).
+
+export const STORES_SECTION_IDS: readonly string[] = [
+  'host-commits',
+  'host-open',
+  'raft-appends',
+  'raft-1mib',
+  'raft-open',
+  'raft-snapshot-rss',
+  'payload-put',
+  'payload-get',
+  'payload-rss',
+];
