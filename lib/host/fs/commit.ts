@@ -76,8 +76,14 @@ export class Committer {
   readonly #running = new Set<Promise<void>>();
   /** Called after each group that wrote (the store schedules a checkpoint from it). */
   onGroupWritten: () => void = () => undefined;
-  /** What each stripe's group is doing now (for failure reports: `FsHostStore.describeLocks`). */
-  readonly phase: string[] = [];
+  /** What each stripe's group is doing now, its lock set and since when (for `FsHostStore.describeLocks`). */
+  readonly phase: ({ what: string; set: readonly number[]; since: number } | undefined)[] = [];
+
+  /** `phase[s]` as a line of a failure report. */
+  describePhase(s: number): string {
+    const p = this.phase[s];
+    return p === undefined ? 'none' : `${p.what} (set ${p.set.join(',')}, since ${Math.round(p.since)} ms)`;
+  }
 
   constructor(r: RealmHandle, switches: CommitSwitches) {
     this.#r = r;
@@ -164,8 +170,9 @@ export class Committer {
       else m.reject(err);
     };
     let wrote = false;
+    // Kept cheap (the commit path): formatted only when a report asks.
     const phase = (what: string): void => {
-      this.phase[s] = `${what} (set ${set.join(',')}, since ${Math.round(performance.now())} ms)`;
+      this.phase[s] = { what, set, since: performance.now() };
     };
     try {
       phase('waiting for mutexes');

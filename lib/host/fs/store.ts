@@ -212,7 +212,7 @@ export class FsHostStore implements HostStore {
           `stripe ${j}: flock ${st.flockHeld ? (st.inUse ? 'held, in use' : 'held, lingering') : 'free'}${st.fresh ? ', fresh' : ''}` +
           `${st.lockUse !== null ? ` (last taken for ${st.lockUse.why} at ${Math.round(st.lockUse.at)} ms)` : ''}, ` +
           `gate ${st.gateHeld ? 'held' : 'open'} (checked ${st.gateStats.checks}, found closed ${st.gateStats.closed}), ` +
-          `mutex ${st.mutex.busy ? 'busy' : 'idle'}, linger ${st.lingerTimer !== null ? 'armed' : 'none'}, group: ${this.#committer.phase[j] ?? 'none'}`,
+          `mutex ${st.mutex.busy ? 'busy' : 'idle'}, linger ${st.lingerTimer !== null ? 'armed' : 'none'}, group: ${this.#committer.describePhase(j)}`,
       )
       .join('\n');
   }
