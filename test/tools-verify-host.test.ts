@@ -44,16 +44,8 @@ import { exploreCrashStates } from '../lib/crash/index.js';
 import { workload as hostWorkload } from '../lib/crash/workloads/host.js';
 import type { ScopeRef } from '../lib/host/index.js';
 import { buildHostRealm, dumpRealm, realmScopes } from './support/host-realm-data.js';
+import { quietly } from './support/quietly.js';
 
-async function quietly<T>(fn: () => Promise<T>): Promise<T> {
-  const log = console.log;
-  console.log = () => undefined;
-  try {
-    return await fn();
-  } finally {
-    console.log = log;
-  }
-}
 
 /**
  * The regions where a flipped byte need not be an error, each with why no reader depends on it.

@@ -15,6 +15,7 @@ import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { MemoryFs, type DiskImage } from '../lib/fs/memory.js';
 import { loadImage } from './support/disk-image.js';
+import { quietly } from './support/quietly.js';
 import { openSegmentedLog } from '../segments/index.js';
 import { openCell } from '../cells/index.js';
 import { decodeSlot } from '../cells/format.js';
@@ -33,15 +34,6 @@ const run = promisify(execFile);
 const BIN = fileURLToPath(new URL('../bin/seglog.js', import.meta.url));
 const enc = new TextEncoder();
 
-async function quietly<T>(fn: () => Promise<T>): Promise<T> {
-  const log = console.log;
-  console.log = () => undefined;
-  try {
-    return await fn();
-  } finally {
-    console.log = log;
-  }
-}
 
 async function* once(b: Uint8Array): AsyncGenerator<Uint8Array> {
   yield b;
