@@ -4,7 +4,7 @@
 export * from './errors.js';
 export type { Clock } from './clock.js';
 export { monotonicClock, ManualClock } from './clock.js';
-export type { FileSystem, FileHandle, FileStat, OpenMode } from './fs/types.js';
+export type { FileSystem, FileHandle, FileStat, OpenMode, SyncWhere } from './fs/types.js';
 export { realFs } from './fs/real.js';
 
 // --- recording / fault-injecting file systems (owner: fs-sim) ---

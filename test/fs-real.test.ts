@@ -23,6 +23,7 @@ test('a closed real handle answers EBADF to every call and leaves the file that 
       ['write', () => stale.write(new TextEncoder().encode('XXXX'), 0)],
       ['writev', () => stale.writev([new TextEncoder().encode('XXXX')], 0)],
       ['datasync', () => stale.datasync()],
+      ['datasync inline', () => stale.datasync('inline')],
       ['sync', () => stale.sync()],
       ['truncate', () => stale.truncate(0)],
       ['size', () => stale.size()],

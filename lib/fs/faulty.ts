@@ -14,7 +14,7 @@
 // - Rules are checked in the order they were added; the first that picks a call fails it.
 
 import * as posix from 'node:path/posix';
-import type { FileHandle, FileStat, FileSystem, OpenMode } from './types.js';
+import type { FileHandle, FileStat, FileSystem, OpenMode, SyncWhere } from './types.js';
 import { errnoError, type FsCallKind } from './memory.js';
 
 /** A path pattern: an exact path, a trailing part after a '/' ('seg' matches '/d/seg'), a glob
@@ -355,8 +355,8 @@ class FaultyHandle implements FileHandle {
     );
   }
 
-  datasync(): Promise<void> {
-    return this.#fs.run({ kind: 'datasync', path: this.path }, () => this.#inner.datasync());
+  datasync(where?: SyncWhere): Promise<void> {
+    return this.#fs.run({ kind: 'datasync', path: this.path }, () => this.#inner.datasync(where));
   }
 
   sync(): Promise<void> {

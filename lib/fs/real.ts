@@ -9,11 +9,12 @@
 // round trip through libuv's thread pool that an asynchronous call costs (20-50 us under load),
 // and the stores make many of them (published notes, cell slots, frame headers, home cells).
 // Opening a file to read and closing a read-only descriptor are made there too. Large transfers,
-// syncs, and opens that create or write keep to the pool.
+// syncs, and opens that create or write keep to the pool; a sync runs on the calling thread only
+// when its caller asks (`datasync('inline')`).
 
 import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
-import type { FileHandle, FileStat, FileSystem, OpenMode } from './types.js';
+import type { FileHandle, FileStat, FileSystem, OpenMode, SyncWhere } from './types.js';
 
 const require = createRequire(import.meta.url);
 const lockNative = require('fs-native-extensions') as {
@@ -151,7 +152,15 @@ class RealFileHandle implements FileHandle {
     }
   }
 
-  datasync(): Promise<void> {
+  datasync(where: SyncWhere = 'pool'): Promise<void> {
+    if (where === 'inline') {
+      try {
+        fs.fdatasyncSync(this.#live);
+        return Promise.resolve();
+      } catch (err) {
+        return Promise.reject(err as Error);
+      }
+    }
     return call<void>((cb) => fs.fdatasync(this.#live, (err) => cb(err, undefined)));
   }
 

@@ -29,6 +29,16 @@ export interface FileStat {
   isDirectory: boolean;
 }
 
+/**
+ * Which thread waits for a sync. 'pool' (the default): one of libuv's pool threads, so the event
+ * loop goes on meanwhile. 'inline': the calling thread, which blocks for the sync's duration. An
+ * inline sync saves the two thread hand-offs of a pool sync (the request to a pool thread, the
+ * answer back to the loop); on a virtual machine an idle CPU woken for each costs more than a
+ * fast disk's sync (docs/host-store.md, "Where a group's sync waits"). File systems without
+ * threads ignore it.
+ */
+export type SyncWhere = 'pool' | 'inline';
+
 /** An open file. Positions are byte offsets; there is no implicit file position. */
 export interface FileHandle {
   readonly path: string;
@@ -38,8 +48,11 @@ export interface FileHandle {
   write(data: Uint8Array, position: number): Promise<void>;
   /** Writes the chunks back to back from `position`, as one call where the platform allows. */
   writev(chunks: readonly Uint8Array[], position: number): Promise<void>;
-  /** fdatasync: the file's data, and the metadata needed to read it back, are durable. */
-  datasync(): Promise<void>;
+  /**
+   * fdatasync: the file's data, and the metadata needed to read it back, are durable. `where`
+   * says which thread waits for the disk (see SyncWhere); it changes nothing of what is durable.
+   */
+  datasync(where?: SyncWhere): Promise<void>;
   /** fsync: like datasync, plus the rest of the file's metadata. */
   sync(): Promise<void>;
   /** Sets the file's length (cuts or extends with zeros). Durable only after a sync. */

@@ -46,6 +46,8 @@ async function main(): Promise<void> {
     checkpointBytes: d.checkpointBytes,
     lockLingerMs: 0,
     lockWaitMs: d.lockWaitMs,
+    // The checkpointer never writes a group.
+    inlineSyncBelowMs: 0,
     mistakes: {},
     // The round has a thread of its own: a few more homes at once.
     checkpointConcurrency: 6,

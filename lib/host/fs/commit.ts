@@ -226,8 +226,10 @@ export class Committer {
         const fence = st.cursor.fence;
         let written;
         phase('writing');
+        // Nothing else of this handle in flight: no other commit waits for this thread meanwhile.
+        const lone = accepted.length === 1 && this.#running.size === 1 && this.#queues.every((q) => q.length === 0);
         try {
-          written = await st.write(frames, fence);
+          written = await st.write(frames, fence, lone);
         } catch (err) {
           if (err instanceof GroupFailed) {
             const answer = err.voided

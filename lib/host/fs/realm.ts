@@ -44,6 +44,7 @@ import {
 import { HomeRows, readHome, scopeDirOf } from './home.js';
 import { createStripeFile, Stripe, StripeGone, stripeDir, type HostMistakes } from './stripe.js';
 import { View, type ScopeEntry } from './view.js';
+import { InlineSyncPolicy } from '../../fs/inline-sync.js';
 
 /** Settings a handle runs with (FsHostStoreOptions after defaults). */
 export interface RealmSettings {
@@ -58,6 +59,8 @@ export interface RealmSettings {
   checkpointBytes: number;
   lockLingerMs: number;
   lockWaitMs: number;
+  /** A lone group's sync waits on the event loop while recent syncs took less than this (ms; 0: never). */
+  inlineSyncBelowMs: number;
   /** Test-only planted mistakes. */
   mistakes: HostMistakes;
   /** Homes a checkpoint round finishes at once (2 on the commits' thread, more on a worker). */
@@ -235,8 +238,20 @@ export class RealmHandle {
     const format = await ensureRealm(dir, s);
     const checkpoint = await readCheckpoint(s.fs, dir, format.stripes);
     const stripes: Stripe[] = [];
+    // One estimate for the handle: its stripes share the disk.
+    const syncs = new InlineSyncPolicy(s.inlineSyncBelowMs);
     for (let k = 0; k < format.stripes; k++) {
-      const cfg = { fs: s.fs, realm: dir, index: k, realmTag: format.realmId.slice(0, 8), boot: s.boot, fileBytes: s.stripeFileBytes, preallocBytes: s.preallocBytes, mistakes: s.mistakes };
+      const cfg = {
+        fs: s.fs,
+        realm: dir,
+        index: k,
+        realmTag: format.realmId.slice(0, 8),
+        boot: s.boot,
+        fileBytes: s.stripeFileBytes,
+        preallocBytes: s.preallocBytes,
+        syncs,
+        mistakes: s.mistakes,
+      };
       const start = checkpoint.positions[k]!;
       const st = new Stripe(cfg, start, 0);
       try {

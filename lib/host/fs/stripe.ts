@@ -21,6 +21,7 @@
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { FileHandle, FileSystem, OpenMode } from '../../fs/types.js';
+import type { InlineSyncPolicy } from '../../fs/inline-sync.js';
 import { corrupt, fromIo, SeglogError } from '../../errors.js';
 import { HostStoreError } from '../errors.js';
 import { scopeKey } from '../names.js';
@@ -75,6 +76,8 @@ export interface StripeConfig {
   readonly fileBytes: number;
   /** Zero-filled space written ahead of the records, in steps of this much. */
   readonly preallocBytes: number;
+  /** Where a group's sync waits (shared by the handle's stripes). */
+  readonly syncs: InlineSyncPolicy;
   /** Test-only planted mistakes (see HostMistakes). */
   readonly mistakes?: HostMistakes;
 }
@@ -560,10 +563,12 @@ export class Stripe {
   /**
    * Writes frames (each: 16 bytes of room for the header, then the payload) at the cursor with
    * one writev and one fdatasync, then publishes. The cursor must be the valid end (lock held,
-   * caught up). `fence` is the highest fence token after the group. On failure the group is voided
-   * (see the module header) and the stripe poisoned; the error says whether the void held.
+   * caught up). `fence` is the highest fence token after the group. `lone`: the group is the
+   * handle's only work in flight, so its sync may wait on the calling thread (InlineSyncPolicy).
+   * On failure the group is voided (see the module header) and the stripe poisoned; the error
+   * says whether the void held.
    */
-  async write(frames: readonly Uint8Array[], fence: number): Promise<Written[]> {
+  async write(frames: readonly Uint8Array[], fence: number, lone = false): Promise<Written[]> {
     if (this.poisoned !== null) throw this.poisoned;
     let total = 0;
     for (const f of frames) total += f.length;
@@ -636,7 +641,7 @@ export class Stripe {
         // The planted mistake: the sync runs a turn later, after the answer.
         setImmediate(() => void handle.datasync().catch(() => undefined));
       } else {
-        await handle.datasync();
+        await this.cfg.syncs.datasync(handle, lone);
         await this.publish(end);
       }
       this.cursor = end;
