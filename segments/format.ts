@@ -134,12 +134,25 @@ export function checkSegmentHeader(b: Uint8Array, file: string, base: number, id
 
 export const FRAME_HEADER_BYTES = 16;
 
+/**
+ * Writes a frame header's length and index into `into` at `at`, with a CRC field of zero: the frame
+ * is not valid until `frameChecksum`'s value is put there.
+ */
+export function writeFrameHeaderFields(into: Uint8Array, at: number, index: number, length: number): void {
+  putU32(into, at, 0);
+  putU32(into, at + 4, length);
+  putU64(into, at + 8, index);
+}
+
+/** The CRC field of the frame whose header fields are at `at` of `header` and whose payload is `payload`. */
+export function frameChecksum(header: Uint8Array, at: number, payload: Uint8Array, salt: number): number {
+  return crc32(payload, crc32(header.subarray(at + 4, at + 16), salt));
+}
+
 /** Writes a frame header for `payload` (already placed or not) into `into` at `at`. */
 export function writeFrameHeader(into: Uint8Array, at: number, index: number, payload: Uint8Array, salt: number): void {
-  putU32(into, at + 4, payload.length);
-  putU64(into, at + 8, index);
-  const c = crc32(payload, crc32(into.subarray(at + 4, at + 16), salt));
-  putU32(into, at, c);
+  writeFrameHeaderFields(into, at, index, payload.length);
+  putU32(into, at, frameChecksum(into, at, payload, salt));
 }
 
 /**

@@ -44,8 +44,10 @@ import {
   parseSegmentFileName,
   saltOf,
   segmentBaseName,
+  frameChecksum,
   writeFrame,
   writeFrameHeader,
+  writeFrameHeaderFields,
   type Manifest,
   type SegmentId,
 } from './format.js';
@@ -170,6 +172,12 @@ const MAX_SEGMENT_FILE_BYTES = 0xffffffff;
 const MAX_BATCH_FRAME_BYTES = 2048 * MiB;
 /** Payloads at least this large go to writev by reference instead of being copied. */
 const COPY_LIMIT = 32 * 1024;
+/**
+ * Payloads at least this large have their CRC computed while the pool copies them into the file
+ * (the CRC field follows in a small write of its own): the checksum of a large record then costs
+ * the append no time of its own (1 MiB: ~0.2 ms of CRC against ~0.25 ms of copying).
+ */
+const LATE_CRC_LIMIT = 256 * 1024;
 /** Preallocation: zero-filled space written ahead of the tail, so most syncs change no size. */
 const MIN_PREALLOC = 16 * 1024;
 const MAX_PREALLOC = 4 * MiB;
@@ -851,8 +859,10 @@ class Log implements SegmentedLog {
     this.#queue.splice(0, ops.length);
 
     // Encode: small payloads are copied next to their frame headers (one iovec for many records);
-    // large ones are passed by reference.
+    // large ones are passed by reference, and the largest get their CRC once the write is under
+    // way (`late`).
     const chunks: Uint8Array[] = [];
+    const late: { header: number; file: number; record: Uint8Array }[] = [];
     let small = 0;
     for (const op of ops) for (const r of op.records) small += FRAME_HEADER_BYTES + (r.length < COPY_LIMIT ? r.length : 0);
     const buf = Buffer.allocUnsafe(small);
@@ -867,7 +877,11 @@ class Log implements SegmentedLog {
         if (r.length < COPY_LIMIT) {
           p += writeFrame(buf, p, index, r, seg.salt);
         } else {
-          writeFrameHeader(buf, p, index, r, seg.salt);
+          if (r.length < LATE_CRC_LIMIT) writeFrameHeader(buf, p, index, r, seg.salt);
+          else {
+            writeFrameHeaderFields(buf, p, index, r.length);
+            late.push({ header: p, file: off, record: r });
+          }
           p += FRAME_HEADER_BYTES;
           chunks.push(buf.subarray(cut, p), r);
           cut = p;
@@ -891,7 +905,22 @@ class Log implements SegmentedLog {
 
     const { handle } = await this.#activeLease();
     try {
-      await handle.writev(chunks, tail);
+      const writing = handle.writev(chunks, tail);
+      if (late.length === 0) await writing;
+      else {
+        // The CRCs are computed while the pool copies the bytes (the writev has read `buf` by the
+        // time it resolves, so the fields go out in writes of their own, after it). Until then
+        // each late frame's CRC field is zero: a crash leaves it invalid, a torn tail like any
+        // unsynced write, and no reader sees it (the table grows below, after these writes).
+        const fields = new Uint8Array(4 * late.length);
+        const view = new DataView(fields.buffer);
+        for (let i = 0; i < late.length; i++) {
+          const l = late[i]!;
+          view.setUint32(4 * i, frameChecksum(buf, l.header, l.record, seg.salt), true);
+        }
+        await writing;
+        for (let i = 0; i < late.length; i++) await handle.write(fields.subarray(4 * i, 4 * i + 4), late[i]!.file);
+      }
     } catch (err) {
       const e = fromIo(err, 'write', seg.segPath);
       if (this.#poison !== null) {

@@ -178,6 +178,24 @@ test('crash: recycled segments (a dropped segment\'s file reused by the next rol
   assert.ok(links.length >= 2, `${links.length} segments made out of a spare`);
 });
 
+test('crash: records of 256 KiB and more (their CRC fields written after the payload), beside small ones, with rolls', async (t) => {
+  // A large record's frame goes out with a CRC field of zero, then the field in a write of its own:
+  // states where the payload landed and the field did not (or the reverse, or either torn) must
+  // read as a torn tail, never as a record.
+  const big = (n: number): Buffer => makeRecord(256 * 1024 + n);
+  const steps: Step[] = [
+    { op: 'append', records: [big(0)] },
+    { op: 'append', records: [makeRecord(40)] },
+    { op: 'append', records: [big(7), makeRecord(13), big(100)] },
+    { op: 'append', records: [big(3)] },
+    { op: 'truncate', index: 4 },
+    { op: 'append', records: [makeRecord(5), big(9)] },
+  ];
+  const trace = await explore('late CRC', steps, 600 * 1024, t);
+  const fieldWrites = trace.filter((e) => e.kind === 'write' && e.path.endsWith('.seg') && e.length === 4);
+  assert.equal(fieldWrites.length, 5, `${fieldWrites.length} CRC fields written after their frames`);
+});
+
 test('crash: truncateAfter inside the active segment and into a sealed one, appends after each', async (t) => {
   const steps: Step[] = [...appends(8), { op: 'truncate', index: 9 }, ...appends(3), { op: 'truncate', index: 2 }, ...appends(4)];
   await explore('truncateAfter', steps, 300, t);
