@@ -9,11 +9,13 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { InlineSyncPolicy } from '../lib/fs/inline-sync.js';
+import { InlineSyncPolicy, othersBusy, setQueued } from '../lib/fs/inline-sync.js';
 import { MemoryFs } from '../lib/fs/memory.js';
 import { realFs } from '../lib/fs/real.js';
 import type { FileHandle, FileSystem, OpenMode, SyncWhere } from '../lib/fs/types.js';
 import { CommitBatch, openFsHostStore, type FsHostStoreOptions } from '../lib/host/index.js';
+import { openRaftNode } from '../lib/raft/index.js';
+import { openSegmentedLog } from '../segments/index.js';
 
 /** A handle whose datasync records where it was asked to wait, and does nothing else. */
 function fakeHandle(log: SyncWhere[]): FileHandle {
@@ -37,14 +39,15 @@ function fakeHandle(log: SyncWhere[]): FileHandle {
 
 test('the policy: the first sync goes to the pool; inline while the mean stays under the bound; a slow sync sends the next ones to the pool', () => {
   const p = new InlineSyncPolicy(1);
-  assert.equal(p.where(), 'pool', 'nothing measured yet');
+  const me = {};
+  assert.equal(p.where(true, me), 'pool', 'nothing measured yet');
   p.observe(0.3);
-  assert.equal(p.where(), 'inline');
+  assert.equal(p.where(true, me), 'inline');
   p.observe(40); // a disk stall: the mean passes the bound at once
   assert.ok(p.meanMs! > 1);
-  assert.equal(p.where(), 'pool');
+  assert.equal(p.where(true, me), 'pool');
   let syncs = 0;
-  while (p.where() === 'pool') {
+  while (p.where(true, me) === 'pool') {
     p.observe(0.3);
     syncs++;
     assert.ok(syncs < 100, 'fast syncs bring the mean back under the bound');
@@ -52,26 +55,54 @@ test('the policy: the first sync goes to the pool; inline while the mean stays u
   assert.ok(syncs > 1, 'one fast sync does not undo a stall');
   p.observe(Number.NaN);
   p.observe(-5);
-  assert.equal(p.where(), 'inline', 'a reading that is no duration is ignored');
+  assert.equal(p.where(true, me), 'inline', 'a reading that is no duration is ignored');
 });
 
 test('the policy: a bound of 0 never answers inline; a bound that is no duration is refused', () => {
   const p = new InlineSyncPolicy(0);
   for (let i = 0; i < 20; i++) p.observe(0);
-  assert.equal(p.where(), 'pool');
+  assert.equal(p.where(true, {}), 'pool');
   for (const bad of [-1, Number.NaN, Number.POSITIVE_INFINITY]) assert.throws(() => new InlineSyncPolicy(bad), RangeError);
 });
 
 test('the policy: only a lone writer syncs inline; every sync is counted', async () => {
   const p = new InlineSyncPolicy(1_000);
+  const me = {};
   const log: SyncWhere[] = [];
   const h = fakeHandle(log);
-  await p.datasync(h, true);
-  await p.datasync(h, true);
-  await p.datasync(h, false);
-  await p.datasync(h, true);
+  await p.datasync(h, true, me);
+  await p.datasync(h, true, me);
+  await p.datasync(h, false, me);
+  await p.datasync(h, true, me);
   assert.deepEqual(log, ['pool', 'inline', 'pool', 'inline']);
   assert.notEqual(p.meanMs, null);
+});
+
+test('the policy: no inline sync while another writer of the thread has work queued or a sync on the pool', async () => {
+  const p = new InlineSyncPolicy(1_000);
+  p.observe(0);
+  const me = {};
+  const other = {};
+  assert.equal(p.where(true, me), 'inline');
+  setQueued(me, true);
+  assert.equal(p.where(true, me), 'inline', "the writer's own queue is its own business");
+  setQueued(other, true);
+  assert.ok(othersBusy(me));
+  assert.equal(p.where(true, me), 'pool');
+  setQueued(other, true); // idempotent
+  setQueued(other, false);
+  setQueued(me, false);
+  assert.equal(p.where(true, me), 'inline');
+  // A sync of another writer waiting on the pool: this one goes to the pool too.
+  let answer: () => void = () => undefined;
+  const slow: FileHandle = { ...fakeHandle([]), datasync: () => new Promise<void>((r) => (answer = r)) };
+  const q = new InlineSyncPolicy(1_000);
+  const pending = q.datasync(slow, false, other);
+  assert.ok(othersBusy(me));
+  assert.equal(p.where(true, me), 'pool');
+  answer();
+  await pending;
+  assert.equal(p.where(true, me), 'inline');
 });
 
 test('the real layer: an inline datasync makes the data durable like a pool one, and a closed handle rejects it with EBADF', async () => {
@@ -90,12 +121,12 @@ test('the real layer: an inline datasync makes the data durable like a pool one,
   }
 });
 
-/** A file system that records where each sync of a stripe file was asked to wait. */
-function recordingFs(inner: FileSystem, log: SyncWhere[]): FileSystem {
+/** A file system that records where each sync of a file named `*<suffix>` was asked to wait. */
+function recordingFs(inner: FileSystem, log: SyncWhere[], suffix = '.wal'): FileSystem {
   const wrap = (h: FileHandle): FileHandle =>
     new Proxy(h, {
       get(target, prop) {
-        if (prop === 'datasync' && h.path.endsWith('.wal')) {
+        if (prop === 'datasync' && h.path.endsWith(suffix)) {
           return (where?: SyncWhere) => {
             log.push(where ?? 'pool');
             return target.datasync(where);
@@ -155,5 +186,42 @@ test('the host store: inlineSyncBelowMs 0 keeps every sync on the pool; a bound 
       openFsHostStore('/realm', { fs: new MemoryFs({ trace: false }).newProcess(), bootId: () => 'boot', inlineSyncBelowMs: bad as number }),
       (err: { code?: string }) => err.code === 'INVALID',
     );
+  }
+});
+
+test('segmented logs: a lone appender syncs inline after its first sync; appenders of several logs at once sync on the pool', async () => {
+  const machine = new MemoryFs({ trace: false });
+  const log: SyncWhere[] = [];
+  const fs = recordingFs(machine, log, '.seg');
+  const one = await openSegmentedLog('/logs/one', { fs, inlineSyncBelowMs: ANY_DURATION });
+  log.length = 0; // the new segment's own sync
+  for (let i = 0; i < 10; i++) await one.append([new Uint8Array([i])]);
+  await one.close();
+  assert.equal(log.length, 10);
+  assert.deepEqual(log.slice(1), Array(9).fill('inline'));
+
+  log.length = 0;
+  const many = await Promise.all(Array.from({ length: 8 }, (_, k) => openSegmentedLog(`/logs/m${k}`, { fs, inlineSyncBelowMs: ANY_DURATION })));
+  for (const l of many) await l.append([new Uint8Array([0])]); // each log's first sync (pool, nothing measured)
+  log.length = 0;
+  await Promise.all(many.map(async (l) => {
+    for (let i = 0; i < 5; i++) await l.append([new Uint8Array([i])]);
+  }));
+  for (const l of many) await l.close();
+  assert.ok(log.length >= 8 * 5 / 2);
+  assert.ok(log.filter((w) => w === 'pool').length >= log.length / 2, `logs side by side sync on the pool: ${log.join(',')}`);
+});
+
+test('segmented logs and Raft nodes: inlineSyncBelowMs 0 keeps every sync on the pool; a bound that is no duration is INVALID', async () => {
+  const machine = new MemoryFs({ trace: false });
+  const log: SyncWhere[] = [];
+  const l = await openSegmentedLog('/logs/never', { fs: recordingFs(machine, log, '.seg'), inlineSyncBelowMs: 0 });
+  log.length = 0;
+  for (let i = 0; i < 5; i++) await l.append([new Uint8Array([i])]);
+  await l.close();
+  assert.deepEqual(log, Array(5).fill('pool'));
+  for (const bad of [-1, Number.NaN, 'fast']) {
+    await assert.rejects(openSegmentedLog('/logs/bad', { fs: machine, inlineSyncBelowMs: bad as number }), (err: { code?: string }) => err.code === 'INVALID');
+    await assert.rejects(openRaftNode('/node', { fs: machine, inlineSyncBelowMs: bad as number }), (err: { code?: string }) => err.code === 'INVALID');
   }
 });

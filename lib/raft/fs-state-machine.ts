@@ -76,6 +76,8 @@ export interface FsStateMachineOptions<P extends StateMachinePlugin<unknown>> {
   segmentBytes?: number;
   fdCache?: FdCache;
   maxRecordBytes: number;
+  /** Passed to the journal's segmented log (SegmentedLogOptions.inlineSyncBelowMs). */
+  inlineSyncBelowMs?: number;
 }
 
 /**
@@ -220,6 +222,7 @@ export async function openFsStateMachine<P extends StateMachinePlugin<unknown>>(
     segmentBytes: options.segmentBytes,
     fdCache: options.fdCache,
     maxRecordBytes: options.maxRecordBytes,
+    ...(options.inlineSyncBelowMs !== undefined ? { inlineSyncBelowMs: options.inlineSyncBelowMs } : {}),
   });
   try {
     const sm = new FsStateMachine<P>(options, snapDir, journal, plugin, current, maxSeq + 1);

@@ -88,6 +88,13 @@ export interface RaftNodeOptions<P extends StateMachinePlugin<unknown> = KvPlugi
   maxEntryBytes?: number;
   /** Options of the payload store (`openPayloadStore`): grace period and chunk size. */
   payloads?: { graceMs?: number; chunkBytes?: number };
+  /**
+   * A lone append's sync (the only write this thread's stores have in hand) waits on the calling
+   * thread, blocking the event loop for the sync, while that log's recent syncs took less than
+   * this on average (ms; default 1; 0: every sync waits on libuv's pool). See
+   * `SegmentedLogOptions.inlineSyncBelowMs`.
+   */
+  inlineSyncBelowMs?: number;
 }
 
 /** One group of a node: its log store and its state machine. */
@@ -147,7 +154,13 @@ interface Settings<P extends StateMachinePlugin<unknown>> {
   maxReadEntries: number;
   maxReadBytes: number;
   maxEntryBytes: number;
+  inlineSyncBelowMs: number;
   mistakes: RaftMistakes | undefined;
+}
+
+function nonNegativeMs(v: unknown, what: string): number {
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) throw invalid(`${what} must be a non-negative number`);
+  return v;
 }
 
 function positiveInt(v: unknown, what: string, min = 1): number {
@@ -173,6 +186,7 @@ export async function openRaftNode<P extends StateMachinePlugin<unknown> = KvPlu
     maxReadEntries: positiveInt(options.maxReadEntries ?? FS_DEFAULT_MAX_READ_ENTRIES, 'maxReadEntries'),
     maxReadBytes: positiveInt(options.maxReadBytes ?? FS_DEFAULT_MAX_READ_BYTES, 'maxReadBytes', 0),
     maxEntryBytes: positiveInt(options.maxEntryBytes ?? RAFT_DEFAULT_MAX_ENTRY_BYTES, 'maxEntryBytes'),
+    inlineSyncBelowMs: nonNegativeMs(options.inlineSyncBelowMs ?? 1, 'inlineSyncBelowMs'),
     // Test-only planted mistakes (lib/crash/workloads/raft.ts); not part of the options' type.
     mistakes: (options as { mistakes?: RaftMistakes }).mistakes,
   };
@@ -336,6 +350,7 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
         segmentBytes: s.segmentBytes,
         fdCache: s.fdCache,
         maxRecordBytes: s.maxEntryBytes,
+        inlineSyncBelowMs: s.inlineSyncBelowMs,
       });
       const finishedPurge = await finishPurge(id, log, purged);
       const lo = Math.max(log.firstIndex, nextIndex(purged));
@@ -357,6 +372,7 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
         segmentBytes: s.journalSegmentBytes,
         fdCache: s.fdCache,
         maxRecordBytes: s.maxEntryBytes,
+        inlineSyncBelowMs: s.inlineSyncBelowMs,
       });
       const snapshotLastLogId = sm.currentSnapshotMeta()?.lastLogId ?? null;
 

@@ -32,6 +32,7 @@ import {
 } from './format.js';
 import { BackOff, type RealmHandle } from './realm.js';
 import { GroupFailed } from './stripe.js';
+import { setQueued } from '../../fs/inline-sync.js';
 import { PENDING, type Rec, type RecUpdate, type ScopeEntry } from './view.js';
 
 const encoder = new TextEncoder();
@@ -119,6 +120,7 @@ export class Committer {
     }
     return new Promise<void>((resolve, reject) => {
       this.#queues[stripe]!.push({ batch, updates, names, commitId, frameBytes, entries, homes, resolve, reject });
+      setQueued(this, true);
       this.#schedule(stripe);
     });
   }
@@ -149,6 +151,7 @@ export class Committer {
         let n = 0;
         while (n < queue.length && (n === 0 || bytes + queue[n]!.frameBytes <= budget)) bytes += queue[n++]!.frameBytes;
         const members = queue.splice(0, n);
+        setQueued(this, this.#queues.some((q) => q.length > 0));
         this.#lastSize[s] = members.length;
         await this.#group(s, members);
       }
@@ -226,10 +229,11 @@ export class Committer {
         const fence = st.cursor.fence;
         let written;
         phase('writing');
-        // Nothing else of this handle in flight: no other commit waits for this thread meanwhile.
+        // Nothing else of this handle in flight (the policy also asks about the thread's other
+        // writers): no other commit waits for this thread meanwhile.
         const lone = accepted.length === 1 && this.#running.size === 1 && this.#queues.every((q) => q.length === 0);
         try {
-          written = await st.write(frames, fence, lone);
+          written = await st.write(frames, fence, { lone, writer: this });
         } catch (err) {
           if (err instanceof GroupFailed) {
             const answer = err.voided

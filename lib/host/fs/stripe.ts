@@ -563,12 +563,13 @@ export class Stripe {
   /**
    * Writes frames (each: 16 bytes of room for the header, then the payload) at the cursor with
    * one writev and one fdatasync, then publishes. The cursor must be the valid end (lock held,
-   * caught up). `fence` is the highest fence token after the group. `lone`: the group is the
-   * handle's only work in flight, so its sync may wait on the calling thread (InlineSyncPolicy).
+   * caught up). `fence` is the highest fence token after the group. `sync.lone`: the group is the
+   * only work in flight of `sync.writer` (the handle's committer), so its sync may wait on the
+   * calling thread (InlineSyncPolicy).
    * On failure the group is voided (see the module header) and the stripe poisoned; the error
    * says whether the void held.
    */
-  async write(frames: readonly Uint8Array[], fence: number, lone = false): Promise<Written[]> {
+  async write(frames: readonly Uint8Array[], fence: number, sync: { lone: boolean; writer: object } = { lone: false, writer: this }): Promise<Written[]> {
     if (this.poisoned !== null) throw this.poisoned;
     let total = 0;
     for (const f of frames) total += f.length;
@@ -641,7 +642,7 @@ export class Stripe {
         // The planted mistake: the sync runs a turn later, after the answer.
         setImmediate(() => void handle.datasync().catch(() => undefined));
       } else {
-        await this.cfg.syncs.datasync(handle, lone);
+        await this.cfg.syncs.datasync(handle, sync.lone, sync.writer);
         await this.publish(end);
       }
       this.cursor = end;
