@@ -80,9 +80,10 @@ export interface FsHostStoreOptions {
   lockWaitMs?: number;
   /**
    * A group that is the handle's only work in flight (one commit, nothing queued, no other group
-   * running) has its fdatasync wait on the calling thread, blocking the event loop for the sync,
-   * while this handle's recent syncs took less than this on average (ms; default 1; 0: every
-   * sync waits on libuv's pool). It saves a lone writer the two thread hand-offs of a pool sync;
+   * running), while no other writer of this thread (another handle, a segmented log) has work
+   * queued or a sync on the pool, has its fdatasync wait on the calling thread, blocking the event
+   * loop for the sync, while this handle's recent syncs took less than this on average (ms;
+   * default 1; 0: every sync waits on libuv's pool). It saves a lone writer the two thread hand-offs of a pool sync;
    * what is durable, and when a commit answers, are the same either way (docs/host-store.md).
    */
   inlineSyncBelowMs?: number;

@@ -565,9 +565,8 @@ export class Stripe {
    * one writev and one fdatasync, then publishes. The cursor must be the valid end (lock held,
    * caught up). `fence` is the highest fence token after the group. `sync.lone`: the group is the
    * only work in flight of `sync.writer` (the handle's committer), so its sync may wait on the
-   * calling thread (InlineSyncPolicy).
-   * On failure the group is voided (see the module header) and the stripe poisoned; the error
-   * says whether the void held.
+   * calling thread (InlineSyncPolicy). On failure the group is voided (see the module header)
+   * and the stripe poisoned; the error says whether the void held.
    */
   async write(frames: readonly Uint8Array[], fence: number, sync: { lone: boolean; writer: object } = { lone: false, writer: this }): Promise<Written[]> {
     if (this.poisoned !== null) throw this.poisoned;
