@@ -1,9 +1,10 @@
 // Where syncs wait: the InlineSyncPolicy's rule (pool first, inline while the mean is under the
 // bound, back to the pool after a slow sync, never with a bound of 0, never for a writer that is
-// not alone), the real layer's inline fdatasync, and the host store's use of both: a lone writer's
-// syncs go inline, a group beside other work goes to the pool, and `inlineSyncBelowMs: 0` keeps
-// every sync on the pool.
-
+// not alone, never while another writer of the thread has work queued or a sync on the pool), the
+// real layer's inline fdatasync, and its users: a lone host writer's and a lone appender's syncs
+// go inline, groups beside other work (in the handle or in other logs) go to the pool,
+// `inlineSyncBelowMs: 0` keeps every sync on the pool, and on the real file system commits and
+// appends synced inline survive a reopen.
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -223,5 +224,36 @@ test('segmented logs and Raft nodes: inlineSyncBelowMs 0 keeps every sync on the
   for (const bad of [-1, Number.NaN, 'fast']) {
     await assert.rejects(openSegmentedLog('/logs/bad', { fs: machine, inlineSyncBelowMs: bad as number }), (err: { code?: string }) => err.code === 'INVALID');
     await assert.rejects(openRaftNode('/node', { fs: machine, inlineSyncBelowMs: bad as number }), (err: { code?: string }) => err.code === 'INVALID');
+  }
+});
+
+test('on the real file system: a lone writer syncing inline loses nothing (host store and segmented log reopened)', async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), 'seglog-inline-real-'));
+  try {
+    const where: SyncWhere[] = [];
+    const store = await openFsHostStore(path.join(dir, 'realm'), { fs: recordingFs(realFs, where), inlineSyncBelowMs: ANY_DURATION });
+    const { token } = await store.acquireFence('exclusive');
+    const scope = { kind: 'session' as const, name: 'one' };
+    for (let v = 0; v < 20; v++) {
+      await store.commit(CommitBatch.tryNew(`c${v + 1}`, token, [{ scope, previous: v === 0 ? null : v, next: v + 1, head: new Uint8Array([v]), append: [new Uint8Array([v, v])] }]));
+    }
+    await store.close();
+    assert.ok(where.filter((w) => w === 'inline').length >= 18, `the commits synced inline: ${where.join(',')}`);
+    const again = await openFsHostStore(path.join(dir, 'realm'));
+    const head = await again.loadHead(scope);
+    assert.equal(head?.version, 20);
+    assert.equal((await again.readRows(scope, 0, 100)).length, 20);
+    await again.close();
+
+    where.length = 0;
+    const log = await openSegmentedLog(path.join(dir, 'log'), { fs: recordingFs(realFs, where, '.seg'), inlineSyncBelowMs: ANY_DURATION });
+    for (let i = 0; i < 20; i++) await log.append([new Uint8Array([i])]);
+    await log.close();
+    assert.ok(where.filter((w) => w === 'inline').length >= 18, `the appends synced inline: ${where.join(',')}`);
+    const reopened = await openSegmentedLog(path.join(dir, 'log'));
+    assert.deepEqual((await reopened.read(0, 100)).map((r) => r[0]), Array.from({ length: 20 }, (_, i) => i));
+    await reopened.close();
+  } finally {
+    await rm(dir, { recursive: true, force: true });
   }
 });
