@@ -5,6 +5,7 @@
 // go inline, groups beside other work (in the handle or in other logs) go to the pool,
 // `inlineSyncBelowMs: 0` keeps every sync on the pool, and on the real file system commits and
 // appends synced inline survive a reopen.
+
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
