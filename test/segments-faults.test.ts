@@ -1,5 +1,6 @@
 // Fault tests of the segmented log, through FaultyFs over MemoryFs: EIO, ENOSPC and short writes
-// on group writes, on datasync, in a roll and in each structural change. Every failure rejects
+// on group writes, on the CRC field of a large record, on datasync (on the pool and inline), in a
+// roll and in each structural change. Every failure rejects
 // with a typed error; no acknowledged record is lost; a failed write leaves no hole and its
 // partial frames never resurface; a failed sync poisons the log (POISONED) until reopen.
 
@@ -139,6 +140,53 @@ for (const [label, error, expected] of [
     await again.close();
     const after = await contentAfterCrash(mem.durableImage());
     assertPrefixOf(after.records.slice(0, got.length), acked, written, 'durable image');
+  });
+}
+
+test('EIO on the inline datasync of a lone appender: it rejects, the log is POISONED, nothing acknowledged is lost', async () => {
+  const { mem, faulty, open } = setup({ inlineSyncBelowMs: 1e9 });
+  const log = await open();
+  const acked: Buffer[] = [];
+  for (let i = 0; i < 5; i++) {
+    await log.append([rec(i)]);
+    acked.push(rec(i));
+  }
+  // The log's policy (internal): the next lone append's sync waits inline.
+  const policy = (log as unknown as { syncs: { where(lone: boolean, writer: object): string } }).syncs;
+  assert.equal(policy.where(true, log), 'inline');
+  faulty.fail({ kind: 'datasync', path: '*.seg', error: 'EIO' });
+  assert.equal(await code(log.append([rec(5)])), 'IO_ERROR');
+  assert.equal(await code(log.append([rec(6)])), 'POISONED');
+  assert.deepEqual((await log.read(0, 100)).map((b) => Buffer.from(b)), acked);
+  await log.close();
+  faulty.clearFaults();
+  const after = await contentAfterCrash(mem.durableImage());
+  assertPrefixOf(after.records, acked, [...acked, rec(5)], 'durable image');
+});
+
+for (const [label, error, expected] of [
+  ['EIO', 'EIO', 'IO_ERROR'],
+  ['ENOSPC', 'ENOSPC', 'NO_SPACE'],
+] as const) {
+  test(`${label} on the CRC field of a large record (written after its payload): typed, no hole, the frame never resurfaces`, async () => {
+    const big = (i: number): Buffer => rec(i, 256 * 1024 + 10);
+    const { mem, faulty, open } = setup({ segmentBytes: 4 * 1024 * 1024 });
+    const log = await open();
+    const acked: Buffer[] = [rec(0), big(1)];
+    for (const r of acked) await log.append([r]);
+    faulty.fail({ kind: 'write', path: '*.seg', error, when: (call) => call.length === 4 });
+    assert.equal(await code(log.append([big(2)])), expected);
+    assert.equal(log.endIndex, 2, 'the failed record vanished');
+    faulty.clearFaults();
+    // The log goes on at the same index; the failed frame (CRC field zero) was cut, not adopted.
+    assert.equal(await log.append([big(3)]), 2);
+    acked.push(big(3));
+    assert.deepEqual((await log.read(0, 100)).map((b) => Buffer.from(b)), acked);
+    await log.close();
+    for (const image of [mem.currentImage(), mem.durableImage()]) {
+      const after = await contentAfterCrash(image, { segmentBytes: 4 * 1024 * 1024 });
+      assert.deepEqual(after.records, acked);
+    }
   });
 }
 
