@@ -1405,10 +1405,24 @@ class Log implements SegmentedLog {
     this.#spare = null;
     if (spare !== null && (await this.#reuseSpare(seg, spare))) return seg;
     const prealloc = Math.min(MIN_PREALLOC, Math.max(this.#segmentBytes, HEADER_BYTES) - HEADER_BYTES);
+    await this.#startSegmentFile(seg, 'create-exclusive', prealloc);
+    seg.allocated = HEADER_BYTES + prealloc;
+    seg.offsets = new Uint32Array(64);
+    seg.headerChecked = true;
+    return seg;
+  }
+
+  /**
+   * Writes `seg`'s header (then `zeros` zero bytes) at the start of its file, opened with `mode`,
+   * syncs and closes the file, then syncs the directory so that its name is durable too.
+   */
+  async #startSegmentFile(seg: Segment, mode: 'create-exclusive' | 'write', zeros: number): Promise<void> {
+    const header = encodeSegmentHeader(seg.base, seg.id, this.#generation + 1);
     try {
-      const h = await this.#fs.open(seg.segPath, 'create-exclusive');
+      const h = await this.#fs.open(seg.segPath, mode);
       try {
-        await h.writev([encodeSegmentHeader(base, seg.id, this.#generation + 1), ZEROS.subarray(0, prealloc)], 0);
+        if (zeros > 0) await h.writev([header, ZEROS.subarray(0, zeros)], 0);
+        else await h.write(header, 0);
         await h.datasync();
       } finally {
         await h.close();
@@ -1417,10 +1431,6 @@ class Log implements SegmentedLog {
     } catch (err) {
       throw fromIo(err, 'create segment', seg.segPath);
     }
-    seg.allocated = HEADER_BYTES + prealloc;
-    seg.offsets = new Uint32Array(64);
-    seg.headerChecked = true;
-    return seg;
   }
 
   /**
@@ -1442,16 +1452,7 @@ class Log implements SegmentedLog {
     // manifest gives is garbage), only the new name must be, by the directory sync below.
     const oldNameGone = this.#unlinkQuietly(spare.path);
     try {
-      const h = await this.#fs.open(seg.segPath, 'write');
-      try {
-        await h.write(encodeSegmentHeader(seg.base, seg.id, this.#generation + 1), 0);
-        await h.datasync();
-      } finally {
-        await h.close();
-      }
-      if (this.mistakes.skipDirSync !== true) await this.#fs.syncDir(this.#dir);
-    } catch (err) {
-      throw fromIo(err, 'create segment', seg.segPath);
+      await this.#startSegmentFile(seg, 'write', 0);
     } finally {
       await oldNameGone;
     }
