@@ -1348,8 +1348,15 @@ class Log implements SegmentedLog {
   }
 
   /** Cuts a segment's file to the end of its last live record and syncs the new length. */
-  async #cutToEnd(seg: Segment): Promise<void> {
-    const end = seg.frameEnd(seg.count - 1);
+  #cutToEnd(seg: Segment): Promise<void> {
+    return this.#cutFile(seg, seg.frameEnd(seg.count - 1), false);
+  }
+
+  /**
+   * Cuts `seg`'s file to `end` and syncs the new length (when the file is longer, or `always`);
+   * from then on the segment holds nothing past `end`.
+   */
+  async #cutFile(seg: Segment, end: number, always: boolean): Promise<void> {
     let h: FileHandle;
     try {
       h = await this.#fs.open(seg.segPath, 'write');
@@ -1357,7 +1364,7 @@ class Log implements SegmentedLog {
       throw fromIo(err, 'open segment', seg.segPath);
     }
     try {
-      if ((await h.size()) > end) {
+      if (always || (await h.size()) > end) {
         await h.truncate(end);
         await h.datasync();
       }
@@ -1469,23 +1476,7 @@ class Log implements SegmentedLog {
    * segment that is sealed or closed holds nothing but its frames and zeros).
    */
   async #cutStale(seg: Segment): Promise<void> {
-    if (!seg.stale) return;
-    let h: FileHandle;
-    try {
-      h = await this.#fs.open(seg.segPath, 'write');
-    } catch (err) {
-      throw fromIo(err, 'open segment', seg.segPath);
-    }
-    try {
-      await h.truncate(seg.tableEnd);
-      await h.datasync();
-    } catch (err) {
-      throw fromIo(err, 'cut segment', seg.segPath);
-    } finally {
-      await h.close().catch(() => undefined);
-    }
-    seg.allocated = seg.tableEnd;
-    seg.stale = false;
+    if (seg.stale) await this.#cutFile(seg, seg.tableEnd, true);
   }
 
   async #commit(m: Manifest, file = path.join(this.#dir, MANIFEST_NAME)): Promise<void> {
