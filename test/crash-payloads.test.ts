@@ -17,6 +17,7 @@ import { parseReproducer, replayCrashReproducer, runCrashWorkload } from '../lib
 import { seededRandom, withSeededRandomness } from '../lib/crash/determinism.js';
 import { workload } from '../lib/crash/workloads/payloads.js';
 import { MemoryFs } from '../lib/fs/memory.js';
+import { expectCrashCliFailure, expectReplayViolation } from './support/crash-cli.js';
 
 const exec = promisify(execFile);
 const BIN = fileURLToPath(new URL('../bin/seglog.js', import.meta.url));
@@ -106,21 +107,9 @@ test('seglog crash lists, runs and replays the payloads workload', async () => {
   const list = await exec(process.execPath, [BIN, 'crash', '--list']);
   assert.match(list.stdout, /^payloads /m);
   for (const plant of Object.keys(workload.plants ?? {})) assert.ok(list.stdout.includes(plant), `--list names ${plant}`);
-  const failing = await exec(process.execPath, [BIN, 'crash', 'payloads', '--plant', 'put-skip-dir-sync', '--max-states', '150']).then(
-    () => assert.fail('a planted mistake exited 0'),
-    (err: { code: number; stdout: string }) => err,
-  );
-  assert.equal(failing.code, 1);
+  const failing = await expectCrashCliFailure(['payloads', '--plant', 'put-skip-dir-sync', '--max-states', '150']);
   assert.match(failing.stdout, /payloads\+put-skip-dir-sync\s+\d+\s+[\d,]+\s+sampled\s+[1-9]/);
-  const reproducer = /--replay '([^']+)'/.exec(failing.stdout)?.[1];
-  assert.ok(reproducer !== undefined, failing.stdout);
-  const replay = await exec(process.execPath, [BIN, 'crash', '--replay', reproducer]).then(
-    () => assert.fail('the replay of a violation exited 0'),
-    (err: { code: number; stdout: string }) => err,
-  );
-  assert.equal(replay.code, 1);
-  assert.match(replay.stdout, /kept|dropped|torn/);
-  assert.match(replay.stdout, /VIOLATION/);
+  await expectReplayViolation(failing.reproducer);
 });
 
 test('crash states checked by this file', (t) => {

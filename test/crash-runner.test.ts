@@ -17,6 +17,7 @@ import {
 } from '../lib/crash/runner.js';
 import { loadWorkload, workloadNames } from '../lib/crash/workloads/index.js';
 import { formatCrashReport } from '../lib/tools/crash-cli.js';
+import { expectCrashCliFailure, expectReplayViolation } from './support/crash-cli.js';
 
 const run = promisify(execFile);
 const BIN = fileURLToPath(new URL('../bin/seglog.js', import.meta.url));
@@ -130,21 +131,9 @@ test('seglog crash: table, --json, exit codes, --replay of a violation, --list',
   assert.match(table.stdout, /cells\s+40\s+\d+\s+sampled\s+0/);
   assert.match(table.stdout, /no violation/);
 
-  const failing = await run(process.execPath, [BIN, 'crash', 'cells', '--plant', 'write-live-slot']).then(
-    () => assert.fail('a planted mistake exited 0'),
-    (err: { code: number; stdout: string }) => err,
-  );
-  assert.equal(failing.code, 1);
-  const reproducer = /--replay '([^']+)'/.exec(failing.stdout)?.[1];
-  assert.ok(reproducer !== undefined, failing.stdout);
+  const { reproducer } = await expectCrashCliFailure(['cells', '--plant', 'write-live-slot']);
   t.diagnostic(`reproducer printed: ${reproducer}`);
-  const replay = await run(process.execPath, [BIN, 'crash', '--replay', reproducer]).then(
-    () => assert.fail('the replay of a violation exited 0'),
-    (err: { code: number; stdout: string }) => err,
-  );
-  assert.equal(replay.code, 1);
-  assert.match(replay.stdout, /torn|dropped|kept/);
-  assert.match(replay.stdout, /VIOLATION/);
+  await expectReplayViolation(reproducer);
 
   const list = await run(process.execPath, [BIN, 'crash', '--list']);
   for (const name of workloadNames()) assert.match(list.stdout, new RegExp(`^${name} `, 'm'));
