@@ -10,6 +10,9 @@
 // - no batch of a superseded writer shows whose commit started after the acquire that superseded
 //   it (ledger times are CLOCK_MONOTONIC, which every process on the machine shares);
 // - a second open shows the same.
+// Every eighth round of a lane runs one writer, killed only after a checkpoint round (on the
+// writer's worker thread) has moved the lane's checkpoint, or after CHECKPOINT_WAIT_MS: so kills
+// land after and inside rounds however slow the machine, and rounds are sure to run.
 // Two lanes (realms) run side by side; the run stops at the kill budget or the time budget.
 
 import assert from 'node:assert/strict';
@@ -19,12 +22,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { seededRandom } from '../lib/crash/determinism.js';
+import { decodeFormat } from '../lib/host/fs/format.js';
+import { peekCell, readCheckpoint } from '../lib/host/fs/realm.js';
 import { openFsHostStore, type FsHostStore } from '../lib/host/index.js';
+import { realFs } from '../lib/fs/real.js';
 import { rowText, SCOPES } from './support/host-kill-scopes.js';
 import { snapshotBuild } from './support/snapshot-build.js';
 
 const KILLS = Number(process.env["SEGLOG_HOST_KILLS"] ?? 200);
 const TIME_BUDGET_MS = Number(process.env["SEGLOG_HOST_KILL_MS"] ?? 90_000);
+/** How long a checkpoint round's writer is given to move the checkpoint before it is killed anyway. */
+const CHECKPOINT_WAIT_MS = 20_000;
 
 interface Line {
   t: string;
@@ -44,6 +52,24 @@ interface Writer {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** The lane's checkpoint round (read lock-free); -1 while the realm does not exist yet. */
+async function checkpointRound(dir: string): Promise<number> {
+  const format = await peekCell(realFs, join(dir, 'FORMAT'));
+  if (format === null) return -1;
+  return (await readCheckpoint(realFs, dir, decodeFormat(format, 'FORMAT').stripes)).round;
+}
+
+/** Waits until the lane's checkpoint round passes `after`; false when `deadline` or the writer's exit came first. */
+async function checkpointMoved(dir: string, after: number, w: Writer, deadline: number): Promise<boolean> {
+  let exited = false;
+  void w.exited.then(() => (exited = true));
+  while (performance.now() < deadline && !exited) {
+    if ((await checkpointRound(dir)) > after) return true;
+    await sleep(20);
+  }
+  return false;
 }
 
 function spawnWriter(writer: string, dir: string, seed: number, life: number, holder: string): Writer {
@@ -109,7 +135,7 @@ class Lane {
   readonly acquires: { holder: string; token: number; at: number }[] = [];
   readonly tokens = new Map<string, number>();
   visible = new Map<string, string[]>(SCOPES.map((s) => [s.name, []]));
-  stats = { acks: 0, lines: 0, fenced: 0, rounds: 0 };
+  stats = { acks: 0, lines: 0, fenced: 0, rounds: 0, checkpointRounds: 0, checkpointsSeen: 0 };
 
   absorb(w: Writer): void {
     this.stats.lines += w.ledger.length;
@@ -222,7 +248,19 @@ async function runLane(writer: string, root: string, lane: number, seed: number,
     };
     const a = spawnWriter(writer, dir, seed, round * 2, `L${lane}R${round}A`);
     writers.push(a);
-    if (rng() < 0.97) {
+    if (round % 8 === 7) {
+      // A checkpoint round: one writer, killed a random moment after its worker moved the checkpoint.
+      state.stats.checkpointRounds++;
+      const before = await checkpointRound(dir);
+      killers.push(
+        (async () => {
+          await a.acquired;
+          if (await checkpointMoved(dir, before, a, performance.now() + CHECKPOINT_WAIT_MS)) state.stats.checkpointsSeen++;
+          await sleep(rng() * 60);
+          kill(a, 'work');
+        })(),
+      );
+    } else if (rng() < 0.97) {
       // A second writer takes the fence over while the first one may still be committing: the
       // first then meets FENCED_OUT until it is killed (or is killed first, holding the fence).
       await sleep(rng() * 30);
@@ -259,6 +297,8 @@ test(`fs host store: ${KILLS} SIGKILLs of writers in and out of commits, holding
     const rounds = results.reduce((n, r) => n + r.lane.stats.rounds, 0);
     const shown = results.reduce((n, r) => n + [...r.lane.visible.values()].reduce((m, ids) => m + ids.length, 0), 0);
     const early = results.reduce((n, r) => n + r.early, 0);
+    const checkpointRounds = results.reduce((n, r) => n + r.lane.stats.checkpointRounds, 0);
+    const checkpointsSeen = results.reduce((n, r) => n + r.lane.stats.checkpointsSeen, 0);
     // Checkpoint rounds ran in the writers (on worker threads): homes were written.
     let homes = 0;
     for (const lane of [0, 1]) {
@@ -269,9 +309,9 @@ test(`fs host store: ${KILLS} SIGKILLs of writers in and out of commits, holding
     console.log(
       `host kill test: ${kills} kills in ${rounds} rounds (${early} inside an open or takeover, ${kills - early} while committing), ` +
         `${acks} acknowledged batches, ${fenced} commits refused FENCED_OUT after a takeover, ${shown} batch-scope pairs showing at the end, ` +
-        `${homes} scope homes written by checkpoint rounds`,
+        `${homes} scope homes written by checkpoint rounds; in ${checkpointsSeen} of ${checkpointRounds} checkpoint rounds the writer moved the checkpoint before its kill`,
     );
-    assert.ok(homes > 0, 'checkpoint rounds ran in the writers');
+    assert.ok(checkpointsSeen > 0 && homes > 0, 'checkpoint rounds ran in the writers');
     assert.ok(kills >= Math.min(KILLS, 150), `only ${kills} kills within the time budget`);
     assert.ok(acks > 0 && fenced > 0, 'the run committed and met the fence');
   } finally {

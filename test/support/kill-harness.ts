@@ -11,7 +11,9 @@
 // acknowledgement already made, and never show an acknowledgement the writer did not get.
 // The writer writes `{"t":"start"}` once its modules are loaded. The parent kills it at a random
 // moment — within a few ms of its start (mostly inside its open, i.e. inside recovery from the
-// previous kill), or at a random moment of its work after it is ready — then runs the target's `check`
+// previous kill), or at a random moment of its work after it is ready (a random number of ledger
+// lines after its open, then a random number of ms more: so every life does some work however
+// slow the machine, and the kill still lands anywhere in it) — then runs the target's `check`
 // on the directory with the ledger lines of that life, which throws on a violation and answers
 // the model to carry into the next life. Lives run one after another on one directory (each life
 // recovers from the previous kill); `lanes` directories run side by side to use both cores.
@@ -50,8 +52,10 @@ export interface KillCampaignOptions {
   seed?: number;
   /** Where the lanes' directories go (made and removed by the caller). */
   root: string;
-  /** After the writer is ready, it is killed within this many ms (default 40). */
+  /** After the writer is ready and wrote its random share of `workLines`, it is killed within this many ms (default 40). */
   maxRunMs?: number;
+  /** A life after its open writes a random number of ledger lines below this before the ms above start (default 8). */
+  workLines?: number;
   /** Share of kills within a few ms of the writer's start, mostly inside its open (default 0.2). */
   earlyShare?: number;
 }
@@ -79,7 +83,7 @@ interface Life {
 }
 
 /** Starts one life of the writer and kills it at a random moment. */
-async function oneLife(writer: string, dir: string, seed: number, life: number, rng: () => number, options: Required<Pick<KillCampaignOptions, 'maxRunMs' | 'earlyShare'>>): Promise<Life> {
+async function oneLife(writer: string, dir: string, seed: number, life: number, rng: () => number, options: Required<Pick<KillCampaignOptions, 'maxRunMs' | 'earlyShare' | 'workLines'>>): Promise<Life> {
   const child = spawn(process.execPath, [writer, dir, String(seed), String(life)], { stdio: ['ignore', 'ignore', 'pipe', 'pipe'] });
   const ledgerStream = child.stdio[3] as NodeJS.ReadableStream;
   let buffered = '';
@@ -92,6 +96,12 @@ async function oneLife(writer: string, dir: string, seed: number, life: number, 
   let onStart: () => void = () => undefined;
   const startPromise = new Promise<void>((resolve) => {
     onStart = resolve;
+  });
+  // Lines after the open to wait for before the kill's random ms (a late kill's share of the work).
+  let linesWanted = Infinity;
+  let onWorked: () => void = () => undefined;
+  const workedPromise = new Promise<void>((resolve) => {
+    onWorked = resolve;
   });
   ledgerStream.setEncoding('utf8');
   ledgerStream.on('data', (chunk: string) => {
@@ -108,6 +118,7 @@ async function oneLife(writer: string, dir: string, seed: number, life: number, 
         ready = true;
         onReady();
       }
+      if (ready && ledger.length >= linesWanted) onWorked();
     }
   });
   let stderr = '';
@@ -122,6 +133,7 @@ async function oneLife(writer: string, dir: string, seed: number, life: number, 
     finishedEarly = true;
     onStart();
     onReady();
+    onWorked();
   });
 
   // Wait (at most 20 s) for the writer to load its modules, then kill it either a few ms later,
@@ -133,7 +145,13 @@ async function oneLife(writer: string, dir: string, seed: number, life: number, 
   if (rng() < options.earlyShare) {
     await sleep(rng() * 8);
   } else {
+    const lines = Math.floor(rng() * options.workLines);
     await Promise.race([readyPromise, limit]);
+    if (ready) {
+      linesWanted = ledger.length + lines;
+      if (ledger.length >= linesWanted) onWorked();
+      await Promise.race([workedPromise, limit]);
+    }
     await sleep(rng() * options.maxRunMs);
   }
   clearTimeout(timer);
@@ -162,7 +180,7 @@ export async function runKillCampaign<Model>(target: KillTarget<Model>, options:
     const rng = seededRandom(seed * 1000 + k);
     let model = target.initialModel();
     for (let life = 0; life < lives && !failed; life++) {
-      const l = await oneLife(writer, dir, seed * 1000 + k, life, rng, { maxRunMs: options.maxRunMs ?? 40, earlyShare: options.earlyShare ?? 0.2 });
+      const l = await oneLife(writer, dir, seed * 1000 + k, life, rng, { maxRunMs: options.maxRunMs ?? 40, earlyShare: options.earlyShare ?? 0.2, workLines: options.workLines ?? 8 });
       if (l.exit.signal !== 'SIGKILL') {
         failed = true;
         throw new Error(`${target.name} lane ${k} life ${life}: the writer exited by itself (code ${String(l.exit.code)}, signal ${String(l.exit.signal)}):\n${l.stderr}`);
