@@ -85,9 +85,11 @@ export interface SegmentedLogOptions {
    * The sync of a lone append (the only one the log has in hand, while no other log or store of
    * this thread has work queued) waits on the calling thread, blocking the event loop for the
    * sync, while this log's recent syncs took less than this on average (ms; default 1; 0: every
-   * sync waits on libuv's pool). It saves a lone appender the two thread hand-offs of a pool sync;
-   * what is durable, and when an append resolves, are the same either way (docs/crash-safety.md,
-   * segmented log).
+   * sync and every large write waits on libuv's pool). So does the write of a lone group of
+   * appends (nothing queued behind it) of at most 4 MiB, while this log's recent group writes
+   * took less than this on average. It saves a lone appender the two thread hand-offs of each
+   * pool call; what is durable, and when an append resolves, are the same either way
+   * (docs/crash-safety.md, segmented log).
    */
   inlineSyncBelowMs?: number;
 }
@@ -188,6 +190,11 @@ const COPY_LIMIT = 32 * 1024;
  * CRC beside ~0.25 ms of copying; 1 MiB appends +4-5 %, docs/raft-store.md).
  */
 const LATE_CRC_LIMIT = 256 * 1024;
+/**
+ * A lone group of at most this many bytes may be written on the calling thread (`writes`): a
+ * page-cache copy of about a millisecond at most, the bound the inline calls keep to by default.
+ */
+const INLINE_WRITE_LIMIT = 4 * MiB;
 /** Preallocation: zero-filled space written ahead of the tail, so most syncs change no size. */
 const MIN_PREALLOC = 16 * 1024;
 const MAX_PREALLOC = 4 * MiB;
@@ -360,6 +367,7 @@ export async function openSegmentedLog(dir: string, options: SegmentedLogOptions
     const log = new Log(dir, fs, fdCache, policy, segmentBytes, maxRecordBytes, lock, cell);
     log.mistakes = (options as { mistakes?: SegmentMistakes }).mistakes ?? {};
     log.syncs = new InlineSyncPolicy(inlineBelowMs);
+    log.writes = new InlineSyncPolicy(inlineBelowMs);
     const tuning = (options as { tuning?: SegmentTuning }).tuning ?? {};
     if (tuning.recycle !== undefined) log.recycle = tuning.recycle === true;
     try {
@@ -391,6 +399,8 @@ class Log implements SegmentedLog {
   recycle = true;
   /** Where a lone append's sync waits (set at open from `inlineSyncBelowMs`). @internal */
   syncs = new InlineSyncPolicy(0);
+  /** Where a lone group's write waits (set at open from `inlineSyncBelowMs`). @internal */
+  writes = new InlineSyncPolicy(0);
 
   // Physical state: what the manifest and the files say (plus written-but-unsynced records).
   #segments: Segment[] = [];
@@ -882,10 +892,13 @@ class Log implements SegmentedLog {
     }
     this.#queue.splice(0, ops.length);
     this.#queueChanged();
+    // Nothing queued behind this group: the policy may write it on this thread (no hand-offs).
+    const lone = this.#queue.length === 0 && bytes <= INLINE_WRITE_LIMIT;
+    const where = this.writes.where(lone, this);
 
     // Encode: small payloads are copied next to their frame headers (one iovec for many records);
-    // large ones are passed by reference, and the largest get their CRC once the write is under
-    // way (`late`).
+    // large ones are passed by reference, and the largest, when the pool writes them, get their
+    // CRC once the write is under way (`late`: an inline write leaves nothing to overlap).
     const chunks: Uint8Array[] = [];
     const late: { header: number; file: number; record: Uint8Array }[] = [];
     let small = 0;
@@ -902,7 +915,7 @@ class Log implements SegmentedLog {
         if (r.length < COPY_LIMIT) {
           p += writeFrame(buf, p, index, r, seg.salt);
         } else {
-          if (r.length < LATE_CRC_LIMIT) writeFrameHeader(buf, p, index, r, seg.salt);
+          if (r.length < LATE_CRC_LIMIT || where === 'inline') writeFrameHeader(buf, p, index, r, seg.salt);
           else {
             writeFrameHeaderFields(buf, p, index, r.length);
             late.push({ header: p, file: off, record: r });
@@ -930,7 +943,7 @@ class Log implements SegmentedLog {
 
     const { handle } = await this.#activeLease();
     try {
-      const writing = handle.writev(chunks, tail);
+      const writing = this.writes.run(where, (w) => handle.writev(chunks, tail, w));
       if (late.length === 0) await writing;
       else {
         // The CRCs are computed while the pool copies the bytes (the writev has read `buf` by the

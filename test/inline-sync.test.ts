@@ -1,10 +1,11 @@
-// Where syncs wait: the InlineSyncPolicy's rule (pool first, inline while the mean is under the
-// bound, back to the pool after a slow sync, never with a bound of 0, never for a writer that is
-// not alone, never while another writer of the thread has work queued or a sync on the pool), the
-// real layer's inline fdatasync, and its users: a lone host writer's and a lone appender's syncs
-// go inline, groups beside other work (in the handle or in other logs) go to the pool,
-// `inlineSyncBelowMs: 0` keeps every sync on the pool, and on the real file system commits and
-// appends synced inline survive a reopen.
+// Where syncs and large writes wait: the InlineSyncPolicy's rule (pool first, inline while the
+// mean is under the bound, back to the pool after a slow call, never with a bound of 0, never for
+// a writer that is not alone, never while another writer of the thread has work queued or a call
+// on the pool), the real layer's inline fdatasync and writev, and their users: a lone host
+// writer's and a lone appender's syncs go inline, and so do a lone appender's group writes up to
+// 4 MiB; groups beside other work (in the handle or in other logs) go to the pool,
+// `inlineSyncBelowMs: 0` keeps every sync and write on the pool, and on the real file system
+// commits and appends synced and written inline survive a reopen.
 
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -123,8 +124,52 @@ test('the real layer: an inline datasync makes the data durable like a pool one,
   }
 });
 
-/** A file system that records where each sync of a file named `*<suffix>` was asked to wait. */
-function recordingFs(inner: FileSystem, log: SyncWhere[], suffix = '.wal'): FileSystem {
+test('the real layer: an inline writev writes every chunk like a pool one, and a closed handle rejects it with EBADF', async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), 'seglog-inline-'));
+  try {
+    const h = await realFs.open(path.join(dir, 'f'), 'create');
+    // Past the size the layer writes synchronously anyway, so that 'inline' is what decides.
+    const chunks = [Buffer.alloc(20_000, 1), Buffer.alloc(0), Buffer.alloc(300_000, 2), Buffer.alloc(7, 3)];
+    await h.writev(chunks, 10, 'inline');
+    await h.writev(chunks, 10 + 320_007, 'pool');
+    await h.close();
+    const expected = Buffer.concat([Buffer.alloc(10), ...chunks, ...chunks]);
+    assert.ok((await readFile(path.join(dir, 'f'))).equals(expected));
+    const p = h.writev(chunks, 0, 'inline');
+    await assert.rejects(p, (err: NodeJS.ErrnoException) => err.code === 'EBADF');
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('the policy: run() makes the call wait where it is told, times it, and counts a pool call as busy while it runs', async () => {
+  const p = new InlineSyncPolicy(1_000);
+  const me = {};
+  const seen: SyncWhere[] = [];
+  await p.run('inline', (w) => {
+    seen.push(w);
+    return Promise.resolve();
+  });
+  assert.ok(p.meanMs !== null && p.fast());
+  let answer!: () => void;
+  const pending = p.run('pool', (w) => {
+    seen.push(w);
+    return new Promise<void>((r) => (answer = r));
+  });
+  assert.equal(othersBusy(me), true, 'a pool call of a policy is outstanding');
+  answer();
+  await pending;
+  assert.equal(othersBusy(me), false);
+  assert.deepEqual(seen, ['inline', 'pool']);
+  await assert.rejects(p.run('pool', () => Promise.reject(new Error('EIO'))), /EIO/);
+  assert.equal(othersBusy(me), false, 'a failed pool call is no longer counted');
+});
+
+/**
+ * A file system that records where each sync of a file named `*<suffix>` was asked to wait (and,
+ * into `writes`, each writev of one).
+ */
+function recordingFs(inner: FileSystem, log: SyncWhere[], suffix = '.wal', writes: SyncWhere[] = []): FileSystem {
   const wrap = (h: FileHandle): FileHandle =>
     new Proxy(h, {
       get(target, prop) {
@@ -132,6 +177,12 @@ function recordingFs(inner: FileSystem, log: SyncWhere[], suffix = '.wal'): File
           return (where?: SyncWhere) => {
             log.push(where ?? 'pool');
             return target.datasync(where);
+          };
+        }
+        if (prop === 'writev' && h.path.endsWith(suffix)) {
+          return (chunks: readonly Uint8Array[], position: number, where?: SyncWhere) => {
+            writes.push(where ?? 'pool');
+            return target.writev(chunks, position, where);
           };
         }
         const v = Reflect.get(target, prop) as unknown;
@@ -214,14 +265,48 @@ test('segmented logs: a lone appender syncs inline after its first sync; appende
   assert.ok(log.filter((w) => w === 'pool').length >= log.length / 2, `logs side by side sync on the pool: ${log.join(',')}`);
 });
 
-test('segmented logs and Raft nodes: inlineSyncBelowMs 0 keeps every sync on the pool; a bound that is no duration is INVALID', async () => {
+test('segmented logs: a lone group of up to 4 MiB is written inline after the first; groups with a call queued behind them, and larger ones, on the pool', async () => {
+  const machine = new MemoryFs({ trace: false });
+  const syncs: SyncWhere[] = [];
+  const writes: SyncWhere[] = [];
+  const fs = recordingFs(machine, syncs, '.seg', writes);
+  const l = await openSegmentedLog('/logs/big', { fs, inlineSyncBelowMs: ANY_DURATION, segmentBytes: 64 * 1024 * 1024 });
+  const record = (i: number, bytes = 256 * 1024): Uint8Array => new Uint8Array(bytes).fill(i);
+  writes.length = 0; // the new segment's header
+  for (let i = 0; i < 6; i++) await l.append([record(i)]);
+  assert.deepEqual(writes, ['pool', ...Array(5).fill('inline')], 'lone appends: the first group on the pool, the rest inline');
+
+  // Appends staged together form one lone group (inline); a group with a call queued behind it
+  // (here a sync) is written on the pool.
+  writes.length = 0;
+  const staged = Array.from({ length: 4 }, (_, i) => l.stage([record(10 + i)]));
+  await Promise.all(staged.map((s) => s.durable));
+  assert.deepEqual(writes, ['inline'], 'appends staged together: one lone group');
+  writes.length = 0;
+  const behind = l.stage([record(14)]);
+  await Promise.all([behind.durable, l.sync()]);
+  assert.deepEqual(writes, ['pool'], 'a group with a call queued behind it');
+
+  // One append of 5 MiB: past the bound, on the pool.
+  writes.length = 0;
+  await l.append(Array.from({ length: 5 }, (_, i) => record(20 + i, 1024 * 1024)));
+  assert.deepEqual(writes, ['pool']);
+  const all = await l.read(0, 100, 1 << 30);
+  assert.equal(all.length, 16);
+  await l.close();
+});
+
+test('segmented logs and Raft nodes: inlineSyncBelowMs 0 keeps every sync and write on the pool; a bound that is no duration is INVALID', async () => {
   const machine = new MemoryFs({ trace: false });
   const log: SyncWhere[] = [];
-  const l = await openSegmentedLog('/logs/never', { fs: recordingFs(machine, log, '.seg'), inlineSyncBelowMs: 0 });
+  const writes: SyncWhere[] = [];
+  const l = await openSegmentedLog('/logs/never', { fs: recordingFs(machine, log, '.seg', writes), inlineSyncBelowMs: 0 });
   log.length = 0;
-  for (let i = 0; i < 5; i++) await l.append([new Uint8Array([i])]);
+  writes.length = 0;
+  for (let i = 0; i < 5; i++) await l.append([new Uint8Array(100_000).fill(i)]);
   await l.close();
   assert.deepEqual(log, Array(5).fill('pool'));
+  assert.deepEqual(writes, Array(5).fill('pool'));
   for (const bad of [-1, Number.NaN, 'fast']) {
     await assert.rejects(openSegmentedLog('/logs/bad', { fs: machine, inlineSyncBelowMs: bad as number }), (err: { code?: string }) => err.code === 'INVALID');
     await assert.rejects(openRaftNode('/node', { fs: machine, inlineSyncBelowMs: bad as number }), (err: { code?: string }) => err.code === 'INVALID');
@@ -247,12 +332,18 @@ test('on the real file system: a lone writer syncing inline loses nothing (host 
     await again.close();
 
     where.length = 0;
-    const log = await openSegmentedLog(path.join(dir, 'log'), { fs: recordingFs(realFs, where, '.seg'), inlineSyncBelowMs: ANY_DURATION });
-    for (let i = 0; i < 20; i++) await log.append([new Uint8Array([i])]);
+    const writes: SyncWhere[] = [];
+    const log = await openSegmentedLog(path.join(dir, 'log'), { fs: recordingFs(realFs, where, '.seg', writes), inlineSyncBelowMs: ANY_DURATION });
+    // Every other record is large (its group is written inline, CRC in its header) or small.
+    const record = (i: number): Uint8Array => new Uint8Array(i % 2 === 0 ? 300_000 + i : 1).fill(i);
+    for (let i = 0; i < 20; i++) await log.append([record(i)]);
     await log.close();
     assert.ok(where.filter((w) => w === 'inline').length >= 18, `the appends synced inline: ${where.join(',')}`);
+    assert.ok(writes.filter((w) => w === 'inline').length >= 18, `the groups were written inline: ${writes.join(',')}`);
     const reopened = await openSegmentedLog(path.join(dir, 'log'));
-    assert.deepEqual((await reopened.read(0, 100)).map((r) => r[0]), Array.from({ length: 20 }, (_, i) => i));
+    const back = await reopened.read(0, 100, 1 << 30);
+    assert.equal(back.length, 20);
+    for (let i = 0; i < 20; i++) assert.ok(Buffer.from(back[i]!).equals(Buffer.from(record(i))), `record ${i}`);
     await reopened.close();
   } finally {
     await rm(dir, { recursive: true, force: true });

@@ -8,7 +8,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { openSegmentedLog, type SegmentedLog } from '../segments/index.js';
+import { openSegmentedLog, type SegmentedLog, type SegmentedLogOptions } from '../segments/index.js';
 import { MemoryFs, type DiskImage } from '../lib/fs/memory.js';
 import { checkAckAfterSync, exploreCrashStates, type CrashState } from '../lib/crash/index.js';
 import { FaultyFs } from '../lib/fs/faulty.js';
@@ -110,9 +110,9 @@ async function afterRecovery(log: SegmentedLog, fs: MemoryFs, content: Content, 
   assert.ok(sameContent({ first: again.firstIndex, records }, { first: content.first, records: [...content.records, probe] }), 'a second open differs');
 }
 
-async function runSequential(steps: Step[], segmentBytes: number): Promise<{ m: MemoryFs; states: Content[] }> {
+async function runSequential(steps: Step[], segmentBytes: number, options: SegmentedLogOptions = {}): Promise<{ m: MemoryFs; states: Content[] }> {
   const m = new MemoryFs({ image: { dirs: ['/d'], files: {} } });
-  const log = await openSegmentedLog(DIR, { fs: m, segmentBytes });
+  const log = await openSegmentedLog(DIR, { ...options, fs: m, segmentBytes });
   const states: Content[] = [{ first: 0, records: [] }];
   m.mark('ack', 0);
   for (const [k, s] of steps.entries()) {
@@ -127,8 +127,8 @@ async function runSequential(steps: Step[], segmentBytes: number): Promise<{ m: 
   return { m, states };
 }
 
-async function explore(name: string, steps: Step[], segmentBytes: number, t: { diagnostic(s: string): void }): Promise<MemoryFs['trace']> {
-  const { m, states } = await runSequential(steps, segmentBytes);
+async function explore(name: string, steps: Step[], segmentBytes: number, t: { diagnostic(s: string): void }, options: SegmentedLogOptions = {}): Promise<MemoryFs['trace']> {
+  const { m, states } = await runSequential(steps, segmentBytes, options);
   const result = await exploreCrashStates({
     initial: m.initialImage,
     trace: m.trace,
@@ -178,12 +178,9 @@ test('crash: recycled segments (a dropped segment\'s file reused by the next rol
   assert.ok(links.length >= 2, `${links.length} segments made out of a spare`);
 });
 
-test('crash: records of 256 KiB and more (their CRC fields written after the payload), beside small ones, with rolls', async (t) => {
-  // A large record's frame goes out with a CRC field of zero, then the field in a write of its own:
-  // states where the payload landed and the field did not (or the reverse, or either torn) must
-  // read as a torn tail, never as a record.
+const bigRecordSteps = (): Step[] => {
   const big = (n: number): Buffer => makeRecord(256 * 1024 + n);
-  const steps: Step[] = [
+  return [
     { op: 'append', records: [big(0)] },
     { op: 'append', records: [makeRecord(40)] },
     { op: 'append', records: [big(7), makeRecord(13), big(100)] },
@@ -191,9 +188,23 @@ test('crash: records of 256 KiB and more (their CRC fields written after the pay
     { op: 'truncate', index: 4 },
     { op: 'append', records: [makeRecord(5), big(9)] },
   ];
-  const trace = await explore('late CRC', steps, 600 * 1024, t);
+};
+
+test('crash: records of 256 KiB and more written on the pool (their CRC fields written after the payload), beside small ones, with rolls', async (t) => {
+  // A large record's frame goes out with a CRC field of zero, then the field in a write of its own:
+  // states where the payload landed and the field did not (or the reverse, or either torn) must
+  // read as a torn tail, never as a record. (inlineSyncBelowMs 0: every group write on the pool.)
+  const trace = await explore('late CRC', bigRecordSteps(), 600 * 1024, t, { inlineSyncBelowMs: 0 });
   const fieldWrites = trace.filter((e) => e.kind === 'write' && e.path.endsWith('.seg') && e.length === 4);
   assert.equal(fieldWrites.length, 5, `${fieldWrites.length} CRC fields written after their frames`);
+});
+
+test('crash: records of 256 KiB and more written inline (each CRC in its frame header), beside small ones, with rolls', async (t) => {
+  // A lone group written on the calling thread carries its CRCs from the start. The policy's
+  // first group write goes to the pool (its field write is the one below); the rest go inline.
+  const trace = await explore('inline large writes', bigRecordSteps(), 600 * 1024, t, { inlineSyncBelowMs: 1_000 });
+  const fieldWrites = trace.filter((e) => e.kind === 'write' && e.path.endsWith('.seg') && e.length === 4);
+  assert.equal(fieldWrites.length, 1, `${fieldWrites.length} CRC fields written after their frames`);
 });
 
 test('crash: truncateAfter inside the active segment and into a sealed one, appends after each', async (t) => {

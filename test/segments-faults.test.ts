@@ -170,7 +170,8 @@ for (const [label, error, expected] of [
 ] as const) {
   test(`${label} on the CRC field of a large record (written after its payload): typed, no hole, the frame never resurfaces`, async () => {
     const big = (i: number): Buffer => rec(i, 256 * 1024 + 10);
-    const { mem, faulty, open } = setup({ segmentBytes: 4 * 1024 * 1024 });
+    // inlineSyncBelowMs 0: every group write on the pool, so every large record's CRC field is late.
+    const { mem, faulty, open } = setup({ segmentBytes: 4 * 1024 * 1024, inlineSyncBelowMs: 0 });
     const log = await open();
     const acked: Buffer[] = [rec(0), big(1)];
     for (const r of acked) await log.append([r]);

@@ -343,14 +343,14 @@ class FaultyHandle implements FileHandle {
     );
   }
 
-  writev(chunks: readonly Uint8Array[], position: number): Promise<void> {
+  writev(chunks: readonly Uint8Array[], position: number, where?: SyncWhere): Promise<void> {
     let length = 0;
     for (const c of chunks) length += c.length;
     return this.#fs.run(
       { kind: 'writev', path: this.path, position, length },
-      () => this.#inner.writev(chunks, position),
+      () => this.#inner.writev(chunks, position, where),
       async (n) => {
-        if (n > 0) await this.#inner.writev(prefixOf(chunks, n), position);
+        if (n > 0) await this.#inner.writev(prefixOf(chunks, n), position, where);
       },
     );
   }

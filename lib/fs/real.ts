@@ -10,8 +10,8 @@
 // and the stores make many of them (published notes, cell slots, frame headers, home cells).
 // Opening a file or a directory to read and closing a read-only descriptor are made there too
 // (so a directory sync sends only its fsync to the pool). Large transfers, syncs, and opens that
-// create or write keep to the pool; a sync runs on the calling thread only when its caller asks
-// (`datasync('inline')`).
+// create or write keep to the pool; a sync or a large write runs on the calling thread only when
+// its caller asks (`datasync('inline')`, `writev(..., 'inline')`).
 
 import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -45,8 +45,18 @@ function shortWriteError(path: string): NodeJS.ErrnoException {
   return err;
 }
 
-function concat(chunks: readonly Uint8Array[]): Uint8Array {
-  return Buffer.concat(chunks as Uint8Array[]);
+/** What is left of `chunks` once their first `n` bytes were written (a short writev). */
+function afterWritten(chunks: readonly Uint8Array[], n: number): Uint8Array[] {
+  let left = n;
+  const rest: Uint8Array[] = [];
+  for (const chunk of chunks) {
+    if (left >= chunk.length) left -= chunk.length;
+    else {
+      rest.push(left > 0 ? chunk.subarray(left) : chunk);
+      left = 0;
+    }
+  }
+  return rest;
 }
 
 class RealFileHandle implements FileHandle {
@@ -122,34 +132,17 @@ class RealFileHandle implements FileHandle {
     }
   }
 
-  async writev(chunks: readonly Uint8Array[], position: number): Promise<void> {
+  async writev(chunks: readonly Uint8Array[], position: number, where: SyncWhere = 'pool'): Promise<void> {
     let pending = chunks.filter((c) => c.length > 0);
     let total = 0;
     for (const c of pending) total += c.length;
-    if (total <= SMALL_IO_BYTES) {
-      const fd = this.#live;
-      for (let done = 0; done < total; ) {
-        const n = done === 0 ? fs.writevSync(fd, pending as Uint8Array[], position) : fs.writeSync(fd, concat(pending), done, total - done, position + done);
-        if (n <= 0) throw shortWriteError(this.path);
-        done += n;
-      }
-      return;
-    }
+    const inline = where === 'inline' || total <= SMALL_IO_BYTES;
     let at = position;
     while (pending.length > 0) {
-      const n = await call<number>((cb) => fs.writev(this.#live, pending as Uint8Array[], at, cb));
+      const n = inline ? fs.writevSync(this.#live, pending as Uint8Array[], at) : await call<number>((cb) => fs.writev(this.#live, pending as Uint8Array[], at, cb));
       if (n <= 0) throw shortWriteError(this.path);
       at += n;
-      let left = n;
-      const rest: Uint8Array[] = [];
-      for (const chunk of pending) {
-        if (left >= chunk.length) left -= chunk.length;
-        else {
-          rest.push(left > 0 ? chunk.subarray(left) : chunk);
-          left = 0;
-        }
-      }
-      pending = rest;
+      pending = afterWritten(pending, n);
     }
   }
 

@@ -30,12 +30,13 @@ export interface FileStat {
 }
 
 /**
- * Which thread waits for a sync. 'pool' (the default): one of libuv's pool threads, so the event
- * loop goes on meanwhile. 'inline': the calling thread, which blocks for the sync's duration. An
- * inline sync saves the two thread hand-offs of a pool sync (the request to a pool thread, the
- * answer back to the loop); on a virtual machine an idle CPU woken for each costs more than a
- * fast disk's sync (docs/host-store.md, "Where a group's sync waits"). File systems without
- * threads ignore it.
+ * Which thread waits for a sync or a large write. 'pool' (the default): one of libuv's pool
+ * threads, so the event loop goes on meanwhile. 'inline': the calling thread, which blocks for the
+ * call's duration. An inline call saves the two thread hand-offs of a pool call (the request to a
+ * pool thread, the answer back to the loop); on a virtual machine an idle CPU woken for each costs
+ * more than a fast disk's sync or a megabyte's copy into the page cache (docs/host-store.md,
+ * "Where a group's sync waits"; docs/raft-store.md, "Where a lone append's calls wait"). File
+ * systems without threads ignore it.
  */
 export type SyncWhere = 'pool' | 'inline';
 
@@ -46,8 +47,12 @@ export interface FileHandle {
   read(into: Uint8Array, position: number): Promise<number>;
   /** Writes all of `data` at `position`. */
   write(data: Uint8Array, position: number): Promise<void>;
-  /** Writes the chunks back to back from `position`, as one call where the platform allows. */
-  writev(chunks: readonly Uint8Array[], position: number): Promise<void>;
+  /**
+   * Writes the chunks back to back from `position`, as one call where the platform allows.
+   * `where` says which thread waits for the copy (see SyncWhere); it changes nothing of what is
+   * written.
+   */
+  writev(chunks: readonly Uint8Array[], position: number, where?: SyncWhere): Promise<void>;
   /**
    * fdatasync: the file's data, and the metadata needed to read it back, are durable. `where`
    * says which thread waits for the disk (see SyncWhere); it changes nothing of what is durable.

@@ -91,8 +91,9 @@ export interface RaftNodeOptions<P extends StateMachinePlugin<unknown> = KvPlugi
   /**
    * A lone append's sync (the only write this thread's stores have in hand) waits on the calling
    * thread, blocking the event loop for the sync, while that log's recent syncs took less than
-   * this on average (ms; default 1; 0: every sync waits on libuv's pool). See
-   * `SegmentedLogOptions.inlineSyncBelowMs`.
+   * this on average (ms; default 1; 0: every sync and large write waits on libuv's pool); so does
+   * the write of a lone group of appends of at most 4 MiB, while that log's group writes took
+   * less. See `SegmentedLogOptions.inlineSyncBelowMs`.
    */
   inlineSyncBelowMs?: number;
 }
