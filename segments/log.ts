@@ -1434,7 +1434,9 @@ class Log implements SegmentedLog {
 
   /**
    * Writes `seg`'s header (then `zeros` zero bytes) at the start of its file, opened with `mode`,
-   * syncs and closes the file, then syncs the directory so that its name is durable too.
+   * and syncs the file and the directory (so that its name is durable too), then closes the file.
+   * The two syncs run side by side: nothing may name the file before both are done (the manifest
+   * that does comes after), and until then a crash leaves it garbage, whichever landed first.
    */
   async #startSegmentFile(seg: Segment, mode: 'create-exclusive' | 'write', zeros: number): Promise<void> {
     const header = encodeSegmentHeader(seg.base, seg.id, this.#generation + 1);
@@ -1443,11 +1445,11 @@ class Log implements SegmentedLog {
       try {
         if (zeros > 0) await h.writev([header, ZEROS.subarray(0, zeros)], 0);
         else await h.write(header, 0);
-        await h.datasync();
+        const synced = await Promise.allSettled([h.datasync(), this.mistakes.skipDirSync === true ? Promise.resolve() : this.#fs.syncDir(this.#dir)]);
+        for (const step of synced) if (step.status === 'rejected') throw step.reason;
       } finally {
         await h.close();
       }
-      if (this.mistakes.skipDirSync !== true) await this.#fs.syncDir(this.#dir);
     } catch (err) {
       throw fromIo(err, 'create segment', seg.segPath);
     }
