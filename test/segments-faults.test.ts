@@ -1,5 +1,5 @@
 // Fault tests of the segmented log, through FaultyFs over MemoryFs: EIO, ENOSPC and short writes
-// on group writes, on the CRC field of a large record, on datasync (on the pool and inline), in a
+// on group writes (on the pool and inline), on the CRC field of a large record, on datasync (on the pool and inline), in a
 // roll and in each structural change. Every failure rejects
 // with a typed error; no acknowledged record is lost; a failed write leaves no hole and its
 // partial frames never resurface; a failed sync poisons the log (POISONED) until reopen.
@@ -140,6 +140,34 @@ for (const [label, error, expected] of [
     await again.close();
     const after = await contentAfterCrash(mem.durableImage());
     assertPrefixOf(after.records.slice(0, got.length), acked, written, 'durable image');
+  });
+}
+
+for (const [label, rule, expected] of [
+  ['EIO', { error: 'EIO' }, 'IO_ERROR'],
+  ['a short write', { shortWrite: 100_000 }, 'NO_SPACE'],
+] as const) {
+  test(`${label} on the inline write of a lone group of large records: typed, no hole, the log goes on, nothing resurfaces`, async () => {
+    const big = (i: number): Buffer => rec(i, 300 * 1024);
+    const { mem, faulty, open } = setup({ segmentBytes: 8 * 1024 * 1024, inlineSyncBelowMs: 1e9 });
+    const log = await open();
+    const acked: Buffer[] = [big(0), rec(1), big(2)];
+    for (const r of acked) await log.append([r]);
+    // The log's policy of writes (internal): the next lone group is written on this thread.
+    const writes = (log as unknown as { writes: { where(lone: boolean, writer: object): string } }).writes;
+    assert.equal(writes.where(true, log), 'inline');
+    faulty.fail({ kind: 'writev', path: '*.seg', ...rule });
+    assert.equal(await code(log.append([big(3), big(4)])), expected);
+    assert.equal(log.endIndex, 3, 'the failed records vanished');
+    faulty.clearFaults();
+    assert.equal(await log.append([big(5)]), 3);
+    acked.push(big(5));
+    assert.deepEqual((await log.read(0, 100, 1 << 30)).map((b) => Buffer.from(b)), acked);
+    await log.close();
+    for (const image of [mem.currentImage(), mem.durableImage()]) {
+      const after = await contentAfterCrash(image, { segmentBytes: 8 * 1024 * 1024 });
+      assert.deepEqual(after.records, acked);
+    }
   });
 }
 
