@@ -35,7 +35,7 @@ export interface FileStat {
  * call's duration. An inline call saves the two thread hand-offs of a pool call (the request to a
  * pool thread, the answer back to the loop); on a virtual machine an idle CPU woken for each costs
  * more than a fast disk's sync or a megabyte's copy into the page cache (docs/host-store.md,
- * "Where a group's sync waits"; docs/raft-store.md, "Where a lone append's calls wait"). File
+ * "Where a group's sync waits"; docs/crash-safety.md, segmented log, "Where steps 1 and 2 wait"). File
  * systems without threads ignore it.
  */
 export type SyncWhere = 'pool' | 'inline';
