@@ -892,9 +892,10 @@ class Log implements SegmentedLog {
     }
     this.#queue.splice(0, ops.length);
     this.#queueChanged();
-    // Nothing queued behind this group: the policy may write it on this thread (no hand-offs).
-    const lone = this.#queue.length === 0 && bytes <= INLINE_WRITE_LIMIT;
-    const where = this.writes.where(lone, this);
+    // Nothing queued behind this group, and at most INLINE_WRITE_LIMIT of it: the policy may write
+    // it on this thread (no hand-offs).
+    const inlineable = this.#queue.length === 0 && bytes <= INLINE_WRITE_LIMIT;
+    const where = this.writes.where(inlineable, this);
 
     // Encode: small payloads are copied next to their frame headers (one iovec for many records);
     // large ones are passed by reference, and the largest, when the pool writes them, get their
