@@ -1,37 +1,42 @@
 // The two-slot cell: one small durable value that is replaced atomically.
 //
-// Owns: `openCell` and the `Cell` it returns. Guarantees:
+// Owns: `openCell` and the `Cell` it returns; `peekCell`/`readCellFile`, the lock-free read of a
+// cell file; `writeCellFile`, the write of a caller that is the file's only writer by other means.
+// Guarantees:
 // - `write` resolves only after the new value is durable (fdatasync of the cell file; on the
 //   write that creates the file, also the directory sync that makes its name durable).
 // - A crash at any moment leaves the old value or the new one, never a torn one: a write goes to
-//   the slot that is NOT live, so the live slot is never touched; a torn slot fails its CRC and
-//   the read falls back to the other.
+//   the slot that is NOT live, so the live slot is never touched.
+// - Damage is told from a torn write: every 512-byte sector of a slot carries the stamp of the
+//   write that put it there and its own checksum. A crash tears a write at sector boundaries, so a
+//   torn slot is sectors that each check but carry two stamps; a sector that fails its own check
+//   is damage, never a crash. When the damaged slot is (or may be) the newer one, open and every
+//   read answer CORRUPT: the older value is never served in place of an acknowledged one
+//   (./format.ts `decodeCell`; the argument in docs/crash-safety.md, two-slot cell).
 // - The file exists only after its first value is durable in it (written to a temporary file,
 //   synced, then renamed), so a missing file reads as "never written" (null) and an existing file
 //   without a valid slot is corruption (CORRUPT), never a silent null.
+// - One handle per cell: `openCell` takes an exclusive try-lock on the cell file (on its
+//   temporary file while the cell was never written; the first write renames that very file into
+//   place, lock and all), so a second handle — in this process or another — is refused with
+//   LOCKED. Lock-free readers (`peekCell`) take no lock and are never refused.
 // - Operations take effect in call order; `read` sees every write issued before it that
 //   succeeded, costs no I/O (the value is kept in memory after open), and never returns a value
 //   that is not durable: open syncs the file and its directory before it trusts what it read
 //   (an earlier process may have died between a write and its sync).
 // - A failed write or sync poisons the cell: every later write rejects with POISONED until the
 //   cell is reopened (a failed fsync is not retryable: the kernel may have dropped the pages).
-// The layout is in ./format.ts and docs/format.md (two-slot cell); the crash argument in
-// docs/crash-safety.md (two-slot cell). The cell takes no lock: its owner (a log, a store) holds the lock of
-// the directory it lives in.
+// - A file of the first format (before sector stamps) is read by that format's rule, and
+//   converted by the first write: the live value into the other slot in this format, then a
+//   filler over the old slot, both synced before the write resolves.
+// The layout is in ./format.ts and docs/format.md (two-slot cell).
 
 import * as path from 'node:path';
-import { closed, fromIo, invalid, notFound, poisoned, corrupt, type SeglogError } from '../lib/errors.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { closed, fromIo, invalid, isSeglogError, locked, notFound, poisoned, type SeglogError } from '../lib/errors.js';
 import type { FileHandle, FileSystem } from '../lib/fs/types.js';
 import { realFs } from '../lib/fs/real.js';
-import {
-  DEFAULT_SLOT_BYTES,
-  MAX_SLOT_BYTES,
-  MIN_SLOT_BYTES,
-  cellValueCapacity,
-  chooseLive,
-  decodeSlot,
-  encodeSlot,
-} from './format.js';
+import { DEFAULT_SLOT_BYTES, cellValueCapacity, decodeCell, encodeNewCellFile, encodeSlot, slotBytesProblem, type CellState } from './format.js';
 
 /** A durable value replaced atomically. See the module header for the guarantees. */
 export interface Cell {
@@ -39,7 +44,7 @@ export interface Cell {
   read(): Promise<Uint8Array | null>;
   /** Replaces the value; durable and atomic (old or new, never torn) when it resolves. */
   write(value: Uint8Array): Promise<void>;
-  /** Waits for earlier writes, then closes the file. Idempotent. */
+  /** Waits for earlier writes, then closes the file (releasing its lock). Idempotent. */
   close(): Promise<void>;
 }
 
@@ -47,8 +52,9 @@ export interface CellOptions {
   /** The file-system layer (default: the real one). */
   fs?: FileSystem;
   /**
-   * Bytes per slot (default 4096); the value capacity is slotBytes - 24. A file must be opened
-   * with the slot size it was created with (INVALID otherwise).
+   * Bytes per slot (default 4096): 64 … 256, or a multiple of 512 up to 16 MiB. The value capacity
+   * is `cellValueCapacity(slotBytes)` (3,988 bytes at the default). A file must be opened with the
+   * slot size it was created with (INVALID otherwise).
    */
   slotBytes?: number;
 }
@@ -72,64 +78,143 @@ export function cellTempPath(cellPath: string): string {
   return `${cellPath}.tmp`;
 }
 
+function checkOptions(cellPath: unknown, options: CellOptions): number {
+  const slotBytes = options.slotBytes ?? DEFAULT_SLOT_BYTES;
+  const problem = slotBytesProblem(slotBytes);
+  if (problem !== null) throw invalid(problem);
+  if (typeof cellPath !== 'string' || cellPath.length === 0) throw invalid('a cell needs a file path');
+  return slotBytes;
+}
+
+function errnoOf(err: unknown): unknown {
+  return (err as { code?: unknown } | null)?.code;
+}
+
+/** Reads the file through `handle`: its first 2 × slotBytes bytes and its size (capped one past that). */
+async function readWhole(handle: FileHandle, slotBytes: number, buffer?: Uint8Array): Promise<{ bytes: Uint8Array; size: number }> {
+  // One byte more than a cell holds: a longer file shows as one, without an fstat.
+  const bytes = buffer ?? new Uint8Array(2 * slotBytes + 1);
+  const n = await handle.read(bytes, 0);
+  bytes.fill(0, n);
+  // Longer than a cell: its exact size, for the message (or for a file of another slot size).
+  const size = n === bytes.length ? await handle.size() : n;
+  return { bytes, size };
+}
+
+/** Where the next write goes (the part of a CellState a writer keeps). */
+interface Position {
+  liveSlot: 0 | 1;
+  liveStamp: number;
+  nextStamp: number;
+  prepare: CellState['prepare'];
+}
+
+function positionOf(state: CellState): Position {
+  return { liveSlot: state.live.slot, liveStamp: state.live.stamp, nextStamp: state.nextStamp, prepare: state.prepare };
+}
+
 /**
- * Opens the cell stored in the file `cellPath` (which need not exist yet; its directory must).
- * Rejects with CORRUPT when the file exists without a valid slot or with two slots that no
- * sequence of writes produces, and INVALID when it was created with another slot size.
+ * Writes `value` into the slot that is not live, after what the file needs first (a conversion
+ * from the first format, or a filler over a standby slot that is neither whole nor torn), each
+ * write followed by `sync`. Answers the new position. `inPlace`: the planted mistake of writing
+ * the live slot.
+ */
+async function writeNext(handle: FileHandle, slotBytes: number, at: Position, value: Uint8Array, sync: () => Promise<void>, inPlace = false): Promise<Position> {
+  const standby: 0 | 1 = at.liveSlot === 0 ? 1 : 0;
+  if (at.prepare === 'convert') {
+    // The new value into the standby slot, then a filler (stamped between the two) over the
+    // first-format slot: once both are durable the file is all of this format.
+    await handle.write(encodeSlot(slotBytes, standby, at.nextStamp + 1, value), standby * slotBytes);
+    await sync();
+    await handle.write(encodeSlot(slotBytes, at.liveSlot, at.nextStamp, null), at.liveSlot * slotBytes);
+    await sync();
+    return { liveSlot: standby, liveStamp: at.nextStamp + 1, nextStamp: at.nextStamp + 2, prepare: null };
+  }
+  if (at.prepare === 'fill') {
+    // A filler stamped just below the live slot: a crash inside it leaves sectors stamped below
+    // the live one (read as an older slot); after it, a crash inside the value's write leaves a
+    // slot torn between two stamps, which reads as torn, not as damage.
+    await handle.write(encodeSlot(slotBytes, standby, at.liveStamp - 1, null), standby * slotBytes);
+    await sync();
+  }
+  const target = inPlace ? at.liveSlot : standby;
+  await handle.write(encodeSlot(slotBytes, target, at.nextStamp, value), target * slotBytes);
+  await sync();
+  return { liveSlot: target, liveStamp: at.nextStamp, nextStamp: at.nextStamp + 1, prepare: null };
+}
+
+/**
+ * Opens the cell stored in the file `cellPath` (which need not exist yet; its directory must) and
+ * takes its lock. Rejects with LOCKED when another handle holds it, CORRUPT when the file exists
+ * but is not one that writes and crashes leave (no valid slot, or a damaged newer slot), and
+ * INVALID when it was created with another slot size.
  */
 export async function openCell(cellPath: string, options: CellOptions = {}): Promise<Cell> {
-  const slotBytes = options.slotBytes ?? DEFAULT_SLOT_BYTES;
-  if (!Number.isSafeInteger(slotBytes) || slotBytes < MIN_SLOT_BYTES || slotBytes > MAX_SLOT_BYTES) {
-    throw invalid(`slotBytes must be an integer in [${MIN_SLOT_BYTES}, ${MAX_SLOT_BYTES}], got ${String(slotBytes)}`);
-  }
-  if (typeof cellPath !== 'string' || cellPath.length === 0) throw invalid('a cell needs a file path');
+  const slotBytes = checkOptions(cellPath, options);
   const fs = options.fs ?? realFs;
   const mistakes = (options as { mistakes?: CellMistakes }).mistakes ?? {};
+  // Twice at most: a first write by another handle may rename the file into place between our
+  // two looks (then the second finds it, locked).
+  for (let attempt = 0; ; attempt++) {
+    let handle: FileHandle | null = null;
+    try {
+      handle = await fs.open(cellPath, 'write');
+    } catch (err) {
+      if (errnoOf(err) !== 'ENOENT') throw fromIo(err, 'open cell', cellPath);
+    }
+    if (handle === null) {
+      const creating = await openForCreation(fs, cellPath);
+      if (creating !== null) return new FileCell(fs, cellPath, slotBytes, creating, null, mistakes);
+      if (attempt > 0) throw locked(cellPath);
+      continue;
+    }
+    try {
+      if (!(await handle.tryLock())) throw locked(cellPath);
+      const { bytes, size } = await readWhole(handle, slotBytes);
+      const state = decodeCell(bytes, size, slotBytes, cellPath);
+      // What we just read may not be durable yet: a process killed after a write and before its
+      // fdatasync, or after the creating rename and before the directory sync, leaves it in the
+      // page cache only. Make it durable before anyone acts on it (or writes the other slot).
+      await handle.datasync();
+      await fs.syncDir(path.dirname(cellPath));
+      return new FileCell(fs, cellPath, slotBytes, handle, state, mistakes);
+    } catch (err) {
+      await handle.close().catch(() => undefined);
+      throw fromIo(err, 'read cell', cellPath);
+    }
+  }
+}
 
+/**
+ * For a cell file that does not exist: opens and locks its temporary file, which the first write
+ * fills and renames into place. Answers null when the cell file appeared meanwhile (another
+ * handle's first write), so that the caller opens that instead; LOCKED when another handle holds
+ * the temporary file (a never-written cell open elsewhere).
+ */
+async function openForCreation(fs: FileSystem, cellPath: string): Promise<FileHandle | null> {
+  const temp = cellTempPath(cellPath);
   let handle: FileHandle;
   try {
-    handle = await fs.open(cellPath, 'write');
+    handle = await fs.open(temp, 'create');
   } catch (err) {
-    if ((err as { code?: unknown }).code !== 'ENOENT') throw fromIo(err, 'open cell', cellPath);
-    const dir = path.dirname(cellPath);
-    const st = await fs.stat(dir).catch((e: unknown) => {
-      throw fromIo(e, 'stat directory of cell', dir);
-    });
-    if (st === null || !st.isDirectory) throw notFound(`directory of cell ${cellPath} does not exist`, { path: dir });
-    return new FileCell(fs, cellPath, slotBytes, null, null, mistakes);
+    if (errnoOf(err) === 'ENOENT' || errnoOf(err) === 'ENOTDIR') {
+      throw notFound(`directory of cell ${cellPath} does not exist`, { path: path.dirname(cellPath) });
+    }
+    throw fromIo(err, 'open cell', temp);
   }
-
   try {
-    const size = await handle.size();
-    const bytes = new Uint8Array(2 * slotBytes);
-    await handle.read(bytes, 0);
-    const a = decodeSlot(bytes, 0, slotBytes);
-    const b = decodeSlot(bytes, slotBytes, slotBytes);
-    const written = a.valid ? undefined : a.writtenSlotBytes;
-    if (written !== undefined && size === 2 * written) {
-      throw invalid(`cell ${cellPath} was created with slotBytes ${written}, opened with ${slotBytes}`, {
-        path: cellPath,
-        slotBytes: written,
-      });
+    if (!(await handle.tryLock())) throw locked(cellPath);
+    // Under the lock, the temporary name cannot be renamed by anyone else; if the cell file exists
+    // now, it was renamed from an earlier temporary file, and this one must not be used.
+    const st = await fs.stat(cellPath);
+    if (st !== null) {
+      await handle.close();
+      return null;
     }
-    const live = chooseLive(a, b, cellPath);
-    if (live === null) {
-      throw corrupt(`cell ${cellPath} has no valid slot (${a.valid ? '' : a.reason}; ${b.valid ? '' : b.reason})`, {
-        path: cellPath,
-      });
-    }
-    if (size !== 2 * slotBytes) {
-      throw corrupt(`cell ${cellPath} is ${size} bytes, expected ${2 * slotBytes}`, { path: cellPath, size });
-    }
-    // What we just read may not be durable yet: a process killed after a write and before its
-    // fdatasync, or after the creating rename and before the directory sync, leaves it in the
-    // page cache only. Make it durable before anyone acts on it (or writes the other slot).
-    await handle.datasync();
-    await fs.syncDir(path.dirname(cellPath));
-    return new FileCell(fs, cellPath, slotBytes, handle, live, mistakes);
+    return handle;
   } catch (err) {
     await handle.close().catch(() => undefined);
-    throw fromIo(err, 'read cell', cellPath);
+    throw fromIo(err, 'open cell', cellPath);
   }
 }
 
@@ -139,34 +224,26 @@ class FileCell implements Cell {
   readonly #slotBytes: number;
   readonly #capacity: number;
   readonly #mistakes: CellMistakes;
-  /** Open on the cell file; null until the first write creates it. */
+  /** The locked handle: on the cell file, or on its temporary file until the first write. */
   #handle: FileHandle | null;
+  #created: boolean;
   #value: Uint8Array | null;
-  /** Sequence of the live slot; 0 when never written. */
-  #sequence: number;
-  #liveSlot: 0 | 1;
+  #at: Position | null;
   /** The tail of the call-order queue; never rejects. */
   #tail: Promise<void> = Promise.resolve();
   #closing: Promise<void> | null = null;
   #poison: SeglogError | null = null;
 
-  constructor(
-    fs: FileSystem,
-    cellPath: string,
-    slotBytes: number,
-    handle: FileHandle | null,
-    live: { slot: 0 | 1; sequence: number; value: Uint8Array } | null,
-    mistakes: CellMistakes,
-  ) {
+  constructor(fs: FileSystem, cellPath: string, slotBytes: number, handle: FileHandle, state: CellState | null, mistakes: CellMistakes) {
     this.#fs = fs;
     this.#path = cellPath;
     this.#slotBytes = slotBytes;
     this.#capacity = cellValueCapacity(slotBytes);
     this.#mistakes = mistakes;
     this.#handle = handle;
-    this.#value = live?.value ?? null;
-    this.#sequence = live?.sequence ?? 0;
-    this.#liveSlot = live?.slot ?? 1;
+    this.#created = state !== null;
+    this.#value = state?.live.value ?? null;
+    this.#at = state === null ? null : positionOf(state);
   }
 
   read(): Promise<Uint8Array | null> {
@@ -195,6 +272,8 @@ class FileCell implements Cell {
       this.#closing = this.#tail.then(async () => {
         const handle = this.#handle;
         this.#handle = null;
+        // A never-written cell leaves its (empty) temporary file: removing it could pull the
+        // name from under a handle another opener holds on it and is about to lock.
         if (handle !== null) await handle.close().catch(() => undefined);
       });
     }
@@ -212,47 +291,143 @@ class FileCell implements Cell {
 
   async #write(value: Uint8Array): Promise<void> {
     if (this.#poison !== null) throw poisoned(`cell ${this.#path}`, this.#poison);
-    const sequence = this.#sequence + 1;
-    const record = encodeSlot(this.#slotBytes, sequence, value);
+    const handle = this.#handle!;
+    const sync =
+      this.#mistakes.ackBeforeSync === true
+        ? async (): Promise<void> => void handle.datasync().catch(() => undefined)
+        : () => handle.datasync();
     try {
-      if (this.#handle === null) {
-        await this.#create(record);
-        this.#liveSlot = 0;
+      if (!this.#created) {
+        this.#created = true;
+        this.#at = { liveSlot: 0, liveStamp: 2, nextStamp: 3, prepare: null };
+        await this.#create(handle, value);
       } else {
-        const slot: 0 | 1 = this.#mistakes.writeLiveSlot === true ? this.#liveSlot : this.#liveSlot === 0 ? 1 : 0;
-        await this.#handle.write(record, slot * this.#slotBytes);
-        if (this.#mistakes.ackBeforeSync === true) {
-          void this.#handle.datasync().catch(() => undefined);
-        } else {
-          await this.#handle.datasync();
-        }
-        this.#liveSlot = slot;
+        this.#at = await writeNext(handle, this.#slotBytes, this.#at!, value, sync, this.#mistakes.writeLiveSlot === true);
       }
     } catch (err) {
       const error = fromIo(err, 'write cell', this.#path);
       this.#poison = error;
       throw error;
     }
-    this.#sequence = sequence;
     this.#value = value;
   }
 
-  /** The first write: the whole file is built under a temporary name, synced, then renamed. */
-  async #create(record: Uint8Array): Promise<void> {
+  /**
+   * The first write: the whole file built in the (locked) temporary file, synced, renamed into
+   * place, then reopened by its own name (so that every later call names the cell file) and locked
+   * again. Between the close of the first handle and the lock of the second another opener may
+   * take the lock: the value is durable all the same, and this cell then refuses later writes.
+   */
+  async #create(handle: FileHandle, value: Uint8Array): Promise<void> {
     const fs = this.#fs;
-    const temp = cellTempPath(this.#path);
-    const file = new Uint8Array(2 * this.#slotBytes);
-    file.set(record, 0);
-    const tempHandle = await fs.open(temp, 'create');
-    try {
-      await tempHandle.truncate(0);
-      await tempHandle.write(file, 0);
-      if (this.#mistakes.ackBeforeSync !== true) await tempHandle.datasync();
-    } finally {
-      await tempHandle.close();
-    }
-    await fs.rename(temp, this.#path);
+    await handle.truncate(0);
+    await handle.write(encodeNewCellFile(this.#slotBytes, value), 0);
+    if (this.#mistakes.ackBeforeSync !== true) await handle.datasync();
+    await fs.rename(cellTempPath(this.#path), this.#path);
     if (this.#mistakes.skipDirSync !== true) await fs.syncDir(path.dirname(this.#path));
-    this.#handle = await fs.open(this.#path, 'write');
+    const reopened = await fs.open(this.#path, 'write');
+    this.#handle = null;
+    await handle.close().catch(() => undefined);
+    let held = false;
+    try {
+      held = await reopened.tryLock();
+    } finally {
+      if (held) this.#handle = reopened;
+      else await reopened.close().catch(() => undefined);
+    }
+    if (!held) this.#poison = locked(this.#path);
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lock-free access, for owners that guarantee a single writer by other means.
+
+/** Buffers for lock-free reads (a host listing reads thousands of cells); decoding copies what it keeps. */
+const buffers = new Map<number, Uint8Array[]>();
+
+/**
+ * Reads the cell file `file` without a lock or a handle kept: its state, or null when the file does
+ * not exist. A writer may be replacing the standby slot while it is read (a live process, not a
+ * crash): a read that meets such a write sees a slot torn or half-copied and is read again, up to
+ * `attempts` times; damage that stays is CORRUPT. Never syncs: what it answers may be in the page
+ * cache only (a caller that acts on it durably syncs first, or is the next writer).
+ */
+export async function readCellFile(fs: FileSystem, file: string, slotBytes: number = DEFAULT_SLOT_BYTES, attempts = 5): Promise<CellState | null> {
+  const problem = slotBytesProblem(slotBytes);
+  if (problem !== null) throw invalid(problem);
+  for (let attempt = 1; ; attempt++) {
+    let h: FileHandle;
+    try {
+      h = await fs.open(file, 'read');
+    } catch (err) {
+      if (errnoOf(err) === 'ENOENT') return null;
+      throw fromIo(err, 'open cell', file);
+    }
+    const pool = buffers.get(slotBytes) ?? [];
+    buffers.set(slotBytes, pool);
+    const buffer = pool.pop() ?? new Uint8Array(2 * slotBytes + 1);
+    try {
+      let read: { bytes: Uint8Array; size: number };
+      try {
+        read = await readWhole(h, slotBytes, buffer);
+      } finally {
+        await h.close().catch(() => undefined);
+      }
+      return decodeCell(read.bytes, read.size, slotBytes, file);
+    } catch (err) {
+      if (attempt >= attempts || !isSeglogError(err, 'CORRUPT')) throw fromIo(err, 'read cell', file);
+      await sleep(attempt);
+    } finally {
+      if (pool.length < 32) pool.push(buffer);
+    }
+  }
+}
+
+/** The value of the cell file `file`, read lock-free (see `readCellFile`); null when it does not exist. */
+export async function peekCell(fs: FileSystem, file: string, slotBytes: number = DEFAULT_SLOT_BYTES): Promise<Uint8Array | null> {
+  return (await readCellFile(fs, file, slotBytes))?.live.value ?? null;
+}
+
+/**
+ * Writes `value` into the cell file `file`, whose state the caller read (`readCellFile`) and whose
+ * only writer it is by other means (a lock of its own); `prior` null: the file does not exist.
+ * The same protocol as a `Cell` write — the standby slot, then fdatasync; a first value through a
+ * synced temporary file, renamed into place and made durable by a directory sync — without the
+ * open-time sync: the caller's own fdatasync covers whatever an earlier writer left unsynced in
+ * the file. Answers the file's new state.
+ */
+export async function writeCellFile(fs: FileSystem, file: string, slotBytes: number, prior: CellState | null, value: Uint8Array): Promise<CellState> {
+  if (value.length > cellValueCapacity(slotBytes)) throw invalid(`cell value of ${value.length} bytes exceeds the capacity of ${cellValueCapacity(slotBytes)}`, { path: file });
+  if (prior === null) {
+    const temp = cellTempPath(file);
+    const h = await fs.open(temp, 'create');
+    try {
+      await h.truncate(0);
+      await h.write(encodeNewCellFile(slotBytes, value), 0);
+      await h.datasync();
+    } finally {
+      await h.close();
+    }
+    await fs.rename(temp, file);
+    await fs.syncDir(path.dirname(file));
+    return stateAfter({ liveSlot: 0, liveStamp: 2, nextStamp: 3, prepare: null }, value);
+  }
+  const h = await fs.open(file, 'write');
+  try {
+    const at = await writeNext(h, slotBytes, positionOf(prior), value, () => h.datasync());
+    return stateAfter(at, value);
+  } finally {
+    await h.close();
+  }
+}
+
+function stateAfter(at: Position, value: Uint8Array): CellState {
+  return {
+    live: { slot: at.liveSlot, stamp: at.liveStamp, value, format: 2 },
+    // The slot written before: whole, stamped below the live one (its exact content is not needed
+    // by a writer, which only needs to know that it is clean).
+    standby: { kind: 'whole', stamp: at.liveStamp - 1, value: null },
+    nextStamp: at.nextStamp,
+    prepare: null,
+  };
 }

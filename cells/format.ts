@@ -1,115 +1,353 @@
-// The cell file's byte layout: two fixed-size slots, each one checksummed version of the value.
+// The cell file's byte layout: two fixed-size slots, each one version of the value, every 512-byte
+// sector of a slot stamped with the generation of the write that put it there.
 //
-// Owns: encoding a slot, decoding a slot, and the rule that picks the live slot of a file.
-// Guarantees: pure functions over bytes (no I/O); a decoded value is returned only when its
-// magic, slot size, sequence, length and CRC32 all check, and a length read from disk is checked
-// against the slot's capacity before it drives anything. docs/format.md (two-slot cell) is the prose twin.
+// Owns: encoding a slot, classifying a slot (whole, torn by a crash, damaged, or a slot of the
+// first format), and `decodeCell`, the rule that picks the live value of a file — or refuses it.
+// Guarantees: pure functions over bytes (no I/O); a value is returned only when every sector of its
+// slot passes its own check and carries one generation; a length read from disk is checked against
+// the slot's capacity before it drives anything. docs/format.md (two-slot cell) is the prose twin;
+// the argument that the rule tells a torn write from damage is in docs/crash-safety.md (two-slot cell).
 //
-// Slot layout (little-endian), at offset `slot * slotBytes` of the file:
-//   0  u32  magic 'SGC1' (bytes 53 47 43 31)
-//   4  u32  slotBytes the file was created with
-//   8  u64  sequence number (>= 1; a write takes the live sequence + 1)
-//  16  u32  value length (<= slotBytes - 24)
-//  20  u32  CRC32 of bytes [0, 20) followed by bytes [24, slotBytes): the value and the zeros
-//           after it, so that every byte of a slot lies under its checksum
-//  24  ...  value, then zeros to the end of the slot
+// A slot is `slotBytes / unit` units, where a unit is a 512-byte sector (slots of 512 bytes or
+// more, which must be a multiple of 512), or the whole slot (slots of 64 to 256 bytes: both slots
+// then lie in the file's first sector). Every unit, little-endian:
+//   0        payload (unit − 12 bytes)
+//   unit−12  u64  stamp: the generation of the write (≥ 1; each write takes a stamp above every one
+//                  the file holds)
+//   unit−4   u32  CRC-32 of bytes [0, unit − 4) of the unit, seeded with the unit's file offset
+// The payloads of a slot's units, joined, are:
+//   0   u32  magic 'SGC2' (53 47 43 32)
+//   4   u32  slotBytes the file was created with
+//   8   u32  value length (≤ capacity), or 0xFFFFFFFF: a filler (a slot that holds no value)
+//  12   ...  value, then zeros
+// The first format ('SGC1', one CRC per slot, no stamps per sector) is still read (`decodeSlotV1`);
+// a writer converts such a file before its first write (cells/cell.ts).
 
 import { crc32 } from 'node:zlib';
-import { corrupt } from '../lib/errors.js';
+import { corrupt, invalid } from '../lib/errors.js';
 
-/** 'SGC1' read as a little-endian u32. */
-export const CELL_MAGIC = 0x31434753;
-export const SLOT_HEADER_BYTES = 24;
+/** 'SGC2' read as a little-endian u32: the current format. */
+export const CELL_MAGIC = 0x32434753;
+/** 'SGC1' read as a little-endian u32: the first format (read, converted on the first write). */
+export const CELL_MAGIC_V1 = 0x31434753;
+/** The sector size the crash model tears at: a unit never spans two. */
+export const SECTOR_BYTES = 512;
+export const UNIT_TRAILER_BYTES = 12;
+export const SLOT_HEADER_BYTES = 12;
 export const DEFAULT_SLOT_BYTES = 4096;
 /** Bounds on `slotBytes`: small enough that open's one read is cheap, large enough for a header. */
 export const MIN_SLOT_BYTES = 64;
 export const MAX_SLOT_BYTES = 1 << 24;
+/** The largest slot that is one unit: two of them fit in the file's first sector. */
+const MAX_SMALL_SLOT_BYTES = SECTOR_BYTES / 2;
+const NO_VALUE = 0xffffffff;
+/** Header of a first-format slot: magic, slotBytes, u64 sequence, length, CRC. */
+const V1_HEADER_BYTES = 24;
+
+/** Why `slotBytes` is not a slot size a cell can have, or null when it is one. */
+export function slotBytesProblem(slotBytes: unknown): string | null {
+  if (typeof slotBytes !== 'number' || !Number.isSafeInteger(slotBytes)) return `slotBytes must be an integer, got ${String(slotBytes)}`;
+  if (slotBytes >= MIN_SLOT_BYTES && slotBytes <= MAX_SMALL_SLOT_BYTES) return null;
+  if (slotBytes >= SECTOR_BYTES && slotBytes <= MAX_SLOT_BYTES && slotBytes % SECTOR_BYTES === 0) return null;
+  return `slotBytes must be ${MIN_SLOT_BYTES}…${MAX_SMALL_SLOT_BYTES}, or a multiple of ${SECTOR_BYTES} up to ${MAX_SLOT_BYTES}, got ${slotBytes}`;
+}
+
+/** The unit (the piece of a slot that carries its own stamp and check) of a slot size. */
+export function unitBytesOf(slotBytes: number): number {
+  return slotBytes <= MAX_SMALL_SLOT_BYTES ? slotBytes : SECTOR_BYTES;
+}
 
 /** Largest value a cell with this slot size holds. */
 export function cellValueCapacity(slotBytes: number = DEFAULT_SLOT_BYTES): number {
-  return slotBytes - SLOT_HEADER_BYTES;
+  const unit = unitBytesOf(slotBytes);
+  return (slotBytes / unit) * (unit - UNIT_TRAILER_BYTES) - SLOT_HEADER_BYTES;
 }
 
-/** The bytes of one whole slot: header, value, zeros to `slotBytes`. */
-export function encodeSlot(slotBytes: number, sequence: number, value: Uint8Array): Uint8Array {
+function seedOf(fileOffset: number): number {
+  const b = new Uint8Array(4);
+  new DataView(b.buffer).setUint32(0, fileOffset, true);
+  return crc32(b);
+}
+
+/** Seeds by file offset, computed once per offset (a cell file has at most 2 × 32,768 units). */
+const seeds = new Map<number, number>();
+function unitSeed(fileOffset: number): number {
+  let s = seeds.get(fileOffset);
+  if (s === undefined) {
+    s = seedOf(fileOffset);
+    if (seeds.size < 1 << 16) seeds.set(fileOffset, s);
+  }
+  return s;
+}
+
+/**
+ * The bytes of one whole slot of a file with `slotBytes` slots, for slot `slot`: the value (null:
+ * a filler, which holds none) and every unit stamped `stamp`.
+ */
+export function encodeSlot(slotBytes: number, slot: 0 | 1, stamp: number, value: Uint8Array | null): Uint8Array {
+  const unit = unitBytesOf(slotBytes);
+  const units = slotBytes / unit;
+  const payload = unit - UNIT_TRAILER_BYTES;
+  if (value !== null && value.length > cellValueCapacity(slotBytes)) throw invalid(`a value of ${value.length} bytes exceeds the cell capacity`);
+  if (!Number.isSafeInteger(stamp) || stamp < 1) throw invalid(`a cell stamp must be a safe integer ≥ 1, got ${stamp}`);
   const out = new Uint8Array(slotBytes);
   const view = new DataView(out.buffer);
   view.setUint32(0, CELL_MAGIC, true);
   view.setUint32(4, slotBytes, true);
-  view.setBigUint64(8, BigInt(sequence), true);
-  view.setUint32(16, value.length, true);
-  out.set(value, SLOT_HEADER_BYTES);
-  const crc = crc32(out.subarray(SLOT_HEADER_BYTES), crc32(out.subarray(0, 20)));
-  view.setUint32(20, crc, true);
+  view.setUint32(8, value === null ? NO_VALUE : value.length, true);
+  // The value flows through the units' payloads: SLOT_HEADER_BYTES into the first, then on.
+  let from = 0;
+  const length = value?.length ?? 0;
+  for (let k = 0; k < units && from < length; k++) {
+    const start = k === 0 ? SLOT_HEADER_BYTES : 0;
+    const n = Math.min(payload - start, length - from);
+    out.set(value!.subarray(from, from + n), k * unit + start);
+    from += n;
+  }
+  const base = slot * slotBytes;
+  for (let k = 0; k < units; k++) {
+    const at = k * unit;
+    view.setBigUint64(at + payload, BigInt(stamp), true);
+    view.setUint32(at + unit - 4, crc32(out.subarray(at, at + unit - 4), unitSeed(base + at)), true);
+  }
   return out;
 }
 
-export type SlotState =
-  | { readonly valid: true; readonly sequence: number; readonly value: Uint8Array }
-  | { readonly valid: false; readonly reason: string; readonly writtenSlotBytes?: number };
-
-/**
- * Decodes the slot that starts at `offset` of `file` (bytes past the end of `file` read as zeros).
- * A valid slot's value is a copy, never a view of `file`.
- */
-export function decodeSlot(file: Uint8Array, offset: number, slotBytes: number): SlotState {
-  let slot: Uint8Array;
-  if (offset + slotBytes <= file.length) slot = file.subarray(offset, offset + slotBytes);
-  else {
-    slot = new Uint8Array(slotBytes);
-    if (offset < file.length) slot.set(file.subarray(offset));
-  }
-  const view = new DataView(slot.buffer, slot.byteOffset, slot.byteLength);
-  if (view.getUint32(0, true) !== CELL_MAGIC) {
-    return { valid: false, reason: isAllZero(slot) ? 'empty' : 'bad magic' };
-  }
-  const writtenSlotBytes = view.getUint32(4, true);
-  if (writtenSlotBytes !== slotBytes) {
-    return { valid: false, reason: `slot size ${writtenSlotBytes}, expected ${slotBytes}`, writtenSlotBytes };
-  }
-  const length = view.getUint32(16, true);
-  if (length > slotBytes - SLOT_HEADER_BYTES) return { valid: false, reason: `length ${length} beyond the slot` };
-  const value = slot.subarray(SLOT_HEADER_BYTES, SLOT_HEADER_BYTES + length);
-  const crc = crc32(slot.subarray(SLOT_HEADER_BYTES), crc32(slot.subarray(0, 20)));
-  if (crc !== view.getUint32(20, true)) return { valid: false, reason: 'checksum mismatch' };
-  const sequence = view.getBigUint64(8, true);
-  if (sequence < 1n || sequence > BigInt(Number.MAX_SAFE_INTEGER)) {
-    return { valid: false, reason: `sequence ${sequence} out of range` };
-  }
-  return { valid: true, sequence: Number(sequence), value: value.slice() };
+/** A whole new file: slot 0 holds `value` (stamp 2), slot 1 a filler (stamp 1). */
+export function encodeNewCellFile(slotBytes: number, value: Uint8Array): Uint8Array {
+  const file = new Uint8Array(2 * slotBytes);
+  file.set(encodeSlot(slotBytes, 0, 2, value), 0);
+  file.set(encodeSlot(slotBytes, 1, 1, null), slotBytes);
+  return file;
 }
 
-let zeros = Buffer.alloc(0);
+/** What one slot holds. */
+export type SlotView =
+  /** Every unit passes its check and carries one stamp. `value` null: a filler. */
+  | { readonly kind: 'whole'; readonly stamp: number; readonly value: Uint8Array | null }
+  /** Every unit passes its check, but they carry different stamps: a write torn by a crash (or being written now). */
+  | { readonly kind: 'torn'; readonly minStamp: number; readonly maxStamp: number }
+  /**
+   * Some unit fails its check: damage (no crash leaves a unit half-written), or the prefix a failed
+   * write call left. `maxStamp`: of the units that pass, null when none does; `lastStamp`: of the
+   * slot's last unit when it passes (the last bytes a write of the slot puts down), else null.
+   */
+  | { readonly kind: 'damaged'; readonly maxStamp: number | null; readonly lastStamp: number | null; readonly reason: string }
+  /** A valid slot of the first format. */
+  | { readonly kind: 'v1'; readonly sequence: number; readonly value: Uint8Array };
 
-/** True when every byte is zero (a native compare: a never-written slot is the common case). */
-function isAllZero(bytes: Uint8Array): boolean {
-  if (zeros.length < bytes.length) zeros = Buffer.alloc(bytes.length);
-  return Buffer.compare(bytes, zeros.subarray(0, bytes.length)) === 0;
-}
-
-export interface LiveSlot {
-  readonly slot: 0 | 1;
-  readonly sequence: number;
-  readonly value: Uint8Array;
-}
-
-/**
- * The live slot of a file whose slots decoded as `a` (slot 0) and `b` (slot 1): the valid one
- * with the higher sequence; null when neither is valid. Two valid slots must be one write apart
- * (every write takes the live sequence + 1 into the other slot): an equal sequence or a gap is
- * corruption, because no sequence of writes and crashes produces it.
- */
-export function chooseLive(a: SlotState, b: SlotState, path: string): LiveSlot | null {
-  if (a.valid && b.valid) {
-    if (Math.abs(a.sequence - b.sequence) !== 1) {
-      throw corrupt(`cell ${path}: both slots valid with sequences ${a.sequence} and ${b.sequence}`, {
-        path,
-        sequences: [a.sequence, b.sequence],
-      });
+/** Reads slot `slot` of `file` (two slots of `slotBytes`, zeros past the file's end). */
+export function decodeSlot(file: Uint8Array, slot: 0 | 1, slotBytes: number): SlotView {
+  const unit = unitBytesOf(slotBytes);
+  const units = slotBytes / unit;
+  const payload = unit - UNIT_TRAILER_BYTES;
+  const base = slot * slotBytes;
+  const view = new DataView(file.buffer, file.byteOffset, file.byteLength);
+  let min = Number.POSITIVE_INFINITY;
+  let max = 0;
+  let bad = 0;
+  let zeros = 0;
+  let firstBad = -1;
+  let last: number | null = null;
+  for (let k = 0; k < units; k++) {
+    const at = base + k * unit;
+    const stamp = view.getBigUint64(at + payload, true);
+    const ok =
+      stamp >= 1n &&
+      stamp <= BigInt(Number.MAX_SAFE_INTEGER) &&
+      crc32(file.subarray(at, at + unit - 4), unitSeed(at)) === view.getUint32(at + unit - 4, true);
+    if (!ok) {
+      bad++;
+      if (firstBad < 0) firstBad = k;
+      if (isAllZero(file.subarray(at, at + unit))) zeros++;
+      continue;
     }
-    return a.sequence > b.sequence ? { slot: 0, ...a } : { slot: 1, ...b };
+    const s = Number(stamp);
+    if (k === units - 1) last = s;
+    if (s < min) min = s;
+    if (s > max) max = s;
   }
-  if (a.valid) return { slot: 0, sequence: a.sequence, value: a.value };
-  if (b.valid) return { slot: 1, sequence: b.sequence, value: b.value };
-  return null;
+  if (bad > 0) {
+    const v1 = decodeSlotV1(file, base, slotBytes);
+    if (v1 !== null) return v1;
+    const reason =
+      zeros === units
+        ? 'all zeros'
+        : zeros === bad
+          ? `${bad} of ${units} sector(s) zeroed (the first at byte ${base + firstBad * unit})`
+          : `${bad} of ${units} sector(s) fail their check (the first at byte ${base + firstBad * unit})`;
+    return { kind: 'damaged', maxStamp: bad === units ? null : max, lastStamp: last, reason };
+  }
+  if (min !== max) return { kind: 'torn', minStamp: min, maxStamp: max };
+  if (view.getUint32(base, true) !== CELL_MAGIC || view.getUint32(base + 4, true) !== slotBytes) {
+    return { kind: 'damaged', maxStamp: max, lastStamp: max, reason: 'a slot header that no write produced' };
+  }
+  const length = view.getUint32(base + 8, true);
+  if (length === NO_VALUE) return { kind: 'whole', stamp: max, value: null };
+  if (length > cellValueCapacity(slotBytes)) return { kind: 'damaged', maxStamp: max, lastStamp: max, reason: `length ${length} beyond the capacity` };
+  const value = new Uint8Array(length);
+  let from = 0;
+  for (let k = 0; k < units && from < length; k++) {
+    const start = k === 0 ? SLOT_HEADER_BYTES : 0;
+    const n = Math.min(payload - start, length - from);
+    value.set(file.subarray(base + k * unit + start, base + k * unit + start + n), from);
+    from += n;
+  }
+  return { kind: 'whole', stamp: max, value };
+}
+
+/** A valid first-format slot at `base`, or null. */
+function decodeSlotV1(file: Uint8Array, base: number, slotBytes: number): SlotView | null {
+  const view = new DataView(file.buffer, file.byteOffset + base, slotBytes);
+  if (view.getUint32(0, true) !== CELL_MAGIC_V1 || view.getUint32(4, true) !== slotBytes) return null;
+  const length = view.getUint32(16, true);
+  if (length > slotBytes - V1_HEADER_BYTES) return null;
+  const slot = file.subarray(base, base + slotBytes);
+  if (crc32(slot.subarray(V1_HEADER_BYTES), crc32(slot.subarray(0, 20))) !== view.getUint32(20, true)) return null;
+  const sequence = view.getBigUint64(8, true);
+  if (sequence < 1n || sequence > BigInt(Number.MAX_SAFE_INTEGER)) return null;
+  return { kind: 'v1', sequence: Number(sequence), value: slot.slice(V1_HEADER_BYTES, V1_HEADER_BYTES + length) };
+}
+
+/**
+ * The bytes of one first-format slot (the layout cells wrote before sector stamps). Kept so that
+ * tests and tools can build files of that format; nothing writes it any more.
+ */
+export function encodeSlotV1(slotBytes: number, sequence: number, value: Uint8Array): Uint8Array {
+  const out = new Uint8Array(slotBytes);
+  const view = new DataView(out.buffer);
+  view.setUint32(0, CELL_MAGIC_V1, true);
+  view.setUint32(4, slotBytes, true);
+  view.setBigUint64(8, BigInt(sequence), true);
+  view.setUint32(16, value.length, true);
+  out.set(value, V1_HEADER_BYTES);
+  view.setUint32(20, crc32(out.subarray(V1_HEADER_BYTES), crc32(out.subarray(0, 20))), true);
+  return out;
+}
+
+let zeroPage = Buffer.alloc(0);
+
+/** True when every byte is zero (a native compare). */
+function isAllZero(bytes: Uint8Array): boolean {
+  if (zeroPage.length < bytes.length) zeroPage = Buffer.alloc(bytes.length);
+  return Buffer.compare(bytes, zeroPage.subarray(0, bytes.length)) === 0;
+}
+
+/** The value a file serves and what a writer must know to write the next one. */
+export interface CellState {
+  /** The live slot, its stamp (a first-format slot: its sequence) and value. */
+  readonly live: { readonly slot: 0 | 1; readonly stamp: number; readonly value: Uint8Array; readonly format: 1 | 2 };
+  /** The other slot, as it decoded. */
+  readonly standby: SlotView;
+  /** The stamp the next write takes: above every stamp and sequence in the file. */
+  readonly nextStamp: number;
+  /**
+   * What a writer writes before its next value: 'convert' — the live slot is of the first format
+   * (its value goes into the standby slot in this format, then a filler over the live slot);
+   * 'fill' — the standby slot is neither whole nor torn (damaged, or of the first format), so a
+   * filler stamped just below the live slot goes there first, and a crash in the next write
+   * leaves a torn slot, not a damaged one; null — nothing.
+   */
+  readonly prepare: 'convert' | 'fill' | null;
+}
+
+function stampsOf(v: SlotView): number {
+  switch (v.kind) {
+    case 'whole':
+      return v.stamp;
+    case 'torn':
+      return v.maxStamp;
+    case 'damaged':
+      return v.maxStamp ?? 0;
+    case 'v1':
+      return v.sequence;
+  }
+}
+
+/**
+ * The live value of a cell file: `file` holds its first 2 × slotBytes bytes (zeros past its end),
+ * `size` is its length. Throws INVALID when the file was created with another slot size, CORRUPT
+ * when it is not a file that writes and crashes leave — above all when the newer slot is damaged:
+ * the older value is never served in its place.
+ */
+export function decodeCell(file: Uint8Array, size: number, slotBytes: number, path: string): CellState {
+  const head = new DataView(file.buffer, file.byteOffset, file.byteLength);
+  const magic = head.getUint32(0, true);
+  const written = head.getUint32(4, true);
+  if ((magic === CELL_MAGIC || magic === CELL_MAGIC_V1) && written !== slotBytes && size === 2 * written && slotBytesProblem(written) === null) {
+    throw invalid(`cell ${path} was created with slotBytes ${written}, opened with ${slotBytes}`, { path, slotBytes: written });
+  }
+  if (size !== 2 * slotBytes) throw corrupt(`cell ${path} is ${size} bytes, expected ${2 * slotBytes}`, { path, size });
+  const a = decodeSlot(file, 0, slotBytes);
+  const b = decodeSlot(file, 1, slotBytes);
+  const nextStamp = Math.max(stampsOf(a), stampsOf(b)) + 1;
+  const fail = (why: string): never => {
+    throw corrupt(`cell ${path}: ${why} (slot 0: ${describeSlot(a)}; slot 1: ${describeSlot(b)})`, { path });
+  };
+  const state = (slot: 0 | 1, live: SlotView, standby: SlotView): CellState => {
+    if (live.kind === 'v1') return { live: { slot, stamp: live.sequence, value: live.value, format: 1 }, standby, nextStamp, prepare: 'convert' };
+    if (live.kind !== 'whole') return fail('no valid slot');
+    if (live.value === null) return fail('the only whole slot holds no value');
+    const clean = standby.kind === 'whole' || standby.kind === 'torn';
+    return { live: { slot, stamp: live.stamp, value: live.value, format: 2 }, standby, nextStamp, prepare: clean ? null : 'fill' };
+  };
+
+  // A file of the first format, or one being converted from it. A writer converts by writing the
+  // live value into the standby slot (this format), then a filler over the first-format slot; both
+  // hold the same value, so whichever a crash leaves, the value is the same.
+  if (a.kind === 'v1' || b.kind === 'v1') {
+    if (a.kind === 'v1' && b.kind === 'v1') {
+      if (Math.abs(a.sequence - b.sequence) !== 1) fail(`both slots valid with sequences ${a.sequence} and ${b.sequence}`);
+      return a.sequence > b.sequence ? state(0, a, b) : state(1, b, a);
+    }
+    const [old, oldSlot, other, otherSlot] = a.kind === 'v1' ? [a, 0 as const, b, 1 as const] : [b, 1 as const, a, 0 as const];
+    // A whole slot of this format was written after the first-format one (the conversion's first step).
+    if (other.kind === 'whole') return state(otherSlot, other, old);
+    // Otherwise the first format's rule: the other slot is torn or was never written. That format
+    // cannot tell damage from a tear; a file leaves it at its first write.
+    return state(oldSlot, old, other);
+  }
+
+  if (a.kind === 'whole' && b.kind === 'whole') {
+    if (a.stamp === b.stamp) fail(`both slots carry stamp ${a.stamp}`);
+    return a.stamp > b.stamp ? state(0, a, b) : state(1, b, a);
+  }
+  const [live, liveSlot, standby] = a.kind === 'whole' ? [a, 0 as const, b] : b.kind === 'whole' ? [b, 1 as const, a] : [null, 0 as const, a];
+  if (live === null) return fail('no whole slot');
+  // The standby slot is torn or damaged. A crash tears only the slot being written, which is never
+  // the live one, and a write takes a stamp above every stamp in the file; so a torn standby holds
+  // the write's new units above the live stamp and its old units (the slot's previous content)
+  // below it. A damaged unit is no crash: if any unit of the standby that still checks carries a
+  // stamp above the live one, the standby was written after the live slot — it was the newer
+  // value, now damaged — and the older value must not be served.
+  if (standby.kind === 'torn') {
+    if (standby.minStamp >= live.stamp) fail(`slot ${1 - liveSlot} is torn between stamps ${standby.minStamp} and ${standby.maxStamp}, all above the live stamp ${live.stamp}`);
+    return state(liveSlot, live, standby);
+  }
+  if (standby.kind === 'damaged') {
+    // The slot's last unit holds the last bytes any write of the slot puts down. When it checks and
+    // is stamped below the live slot, no write after the live one completed there: whatever newer
+    // units precede it are a write that never finished (a failed call's prefix, or a concurrent
+    // write seen by a lock-free reader), not an acknowledged value.
+    const last = standby.lastStamp;
+    const stamp = standby.maxStamp;
+    if (last !== null && last < live.stamp) return state(liveSlot, live, standby);
+    if (stamp === null) fail(`slot ${1 - liveSlot} is damaged and nothing says whether it held a newer value`);
+    else if (stamp >= live.stamp) fail(`slot ${1 - liveSlot} held a newer value (stamp ${stamp}) and is damaged`);
+  }
+  return state(liveSlot, live, standby);
+}
+
+/** How a slot decoded, in words (for messages and `seglog verify`). */
+export function describeSlot(v: SlotView): string {
+  switch (v.kind) {
+    case 'whole':
+      return v.value === null ? `filler, stamp ${v.stamp}` : `whole, stamp ${v.stamp}, ${v.value.length} bytes`;
+    case 'torn':
+      return `torn by a crash between stamps ${v.minStamp} and ${v.maxStamp}`;
+    case 'damaged':
+      return `damaged: ${v.reason}`;
+    case 'v1':
+      return `first format, sequence ${v.sequence}, ${v.value.length} bytes`;
+  }
 }

@@ -70,7 +70,22 @@ for (const c of cases) {
   });
 }
 
-for (const kind of ['write', 'datasync', 'rename', 'syncDir', 'open'] as const) {
+test('a failure of open or lock of a never-written cell: openCell rejects, holds nothing, and a later open works', async () => {
+  for (const kind of ['open', 'lock'] as const) {
+    const mem = new MemoryFs();
+    await mem.mkdir('/d');
+    await mem.syncDir('/');
+    const faulty = new FaultyFs(mem);
+    faulty.fail({ kind, nth: 1 });
+    await rejectsWith(openCell('/d/cell', { fs: faulty }), 'IO_ERROR');
+    const cell = await openCell('/d/cell', { fs: faulty });
+    await cell.write(bytes('first'));
+    await cell.close();
+    assert.equal(await reopenValue(mem.durableImage()), 'first');
+  }
+});
+
+for (const kind of ['truncate', 'write', 'datasync', 'rename', 'syncDir'] as const) {
   test(`a failure of ${kind} during the first write: rejects, poisons, and leaves no half-made cell`, async () => {
     const mem = new MemoryFs();
     await mem.mkdir('/d');

@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { openCell, cellTempPath } from '../cells/index.js';
-import { cellValueCapacity, encodeSlot } from '../cells/format.js';
+import { cellValueCapacity, encodeSlot, encodeSlotV1 } from '../cells/format.js';
 import { isSeglogError } from '../lib/errors.js';
 import { MemoryFs } from '../lib/fs/memory.js';
 
@@ -51,15 +51,16 @@ test('a new cell reads null; a write is read back, also after reopening', async 
   await third.close();
 });
 
-test('writes alternate slots with increasing sequences', async (t) => {
+test('writes alternate slots with increasing stamps', async (t) => {
   const file = path.join(tempDir(t), 'c');
   const cell = await openCell(file, { slotBytes: 128 });
   for (let i = 1; i <= 5; i++) {
     await cell.write(bytes(`v${i}`));
     const raw = fs.readFileSync(file);
     const slot = (i - 1) % 2;
+    // A 128-byte slot is one unit: its stamp is in the last 12 bytes (the file's first write is stamp 2).
     const view = new DataView(raw.buffer, raw.byteOffset + slot * 128);
-    assert.equal(view.getBigUint64(8, true), BigInt(i), `write ${i} lands in slot ${slot}`);
+    assert.equal(view.getBigUint64(128 - 12, true), BigInt(i + 1), `write ${i} lands in slot ${slot}`);
   }
   await cell.close();
 });
@@ -151,28 +152,37 @@ test('a leftover temporary file from a crashed first write is harmless', async (
   await again.close();
 });
 
-test('two valid slots with one sequence, or a gap, are CORRUPT; an empty or short file is CORRUPT', async (t) => {
+test('two whole slots with one stamp, no whole slot, an empty or short file are CORRUPT; a gap between stamps is not', async (t) => {
   const dir = tempDir(t);
   const S = 128;
   const make = (name: string, a: Uint8Array | null, b: Uint8Array | null, size = 2 * S): string => {
     const buf = Buffer.alloc(size);
-    if (a !== null) buf.set(a, 0);
-    if (b !== null) buf.set(b, S);
+    if (a !== null) buf.set(a.subarray(0, Math.min(a.length, size)), 0);
+    if (b !== null && size > S) buf.set(b.subarray(0, size - S), S);
     const file = path.join(dir, name);
     fs.writeFileSync(file, buf);
     return file;
   };
-  await rejectsWith(openCell(make('same', encodeSlot(S, 4, bytes('a')), encodeSlot(S, 4, bytes('b'))), { slotBytes: S }), 'CORRUPT');
-  await rejectsWith(openCell(make('gap', encodeSlot(S, 4, bytes('a')), encodeSlot(S, 6, bytes('b'))), { slotBytes: S }), 'CORRUPT');
+  await rejectsWith(openCell(make('same', encodeSlot(S, 0, 4, bytes('a')), encodeSlot(S, 1, 4, bytes('b'))), { slotBytes: S }), 'CORRUPT');
   await rejectsWith(openCell(make('none', null, null), { slotBytes: S }), 'CORRUPT');
   await rejectsWith(openCell(make('empty', null, null, 0), { slotBytes: S }), 'CORRUPT');
-  await rejectsWith(openCell(make('short', encodeSlot(S, 1, bytes('a')), null, S), { slotBytes: S }), 'CORRUPT');
-  const ok = await openCell(make('ok', encodeSlot(S, 7, bytes('a')), encodeSlot(S, 8, bytes('b'))), { slotBytes: S });
+  await rejectsWith(openCell(make('short', encodeSlot(S, 0, 2, bytes('a')), null, S), { slotBytes: S }), 'CORRUPT');
+  await rejectsWith(openCell(make('filler only', encodeSlot(S, 0, 2, null), encodeSlot(S, 1, 1, bytes('b'))), { slotBytes: S }), 'CORRUPT');
+  // A slot written at the other slot's position fails its check (the check is seeded by the offset).
+  await rejectsWith(openCell(make('misplaced', encodeSlot(S, 1, 7, bytes('a')), encodeSlot(S, 1, 6, bytes('b'))), { slotBytes: S }), 'CORRUPT');
+  const gap = await openCell(make('gap', encodeSlot(S, 0, 4, bytes('a')), encodeSlot(S, 1, 9, bytes('b'))), { slotBytes: S });
+  assert.equal(text(await gap.read()), 'b', 'a write after a torn one skips the torn stamps');
+  await gap.close();
+  const ok = await openCell(make('ok', encodeSlot(S, 0, 7, bytes('a')), encodeSlot(S, 1, 8, bytes('b'))), { slotBytes: S });
   assert.equal(text(await ok.read()), 'b');
   await ok.close();
-  const older = await openCell(make('older', encodeSlot(S, 9, bytes('a')), encodeSlot(S, 8, bytes('b'))), { slotBytes: S });
+  const older = await openCell(make('older', encodeSlot(S, 0, 9, bytes('a')), encodeSlot(S, 1, 8, bytes('b'))), { slotBytes: S });
   assert.equal(text(await older.read()), 'a');
+  await older.write(bytes('c'));
   await older.close();
+  const after = await openCell(path.join(dir, 'older'), { slotBytes: S });
+  assert.equal(text(await after.read()), 'c', 'the next write takes a stamp above both');
+  await after.close();
 });
 
 /**
@@ -210,20 +220,52 @@ async function cellFile(slotBytes: number, values: string[]): Promise<Uint8Array
   return file;
 }
 
-test('corruption: flipping any byte of either slot gives the other slot value, never a wrong one', async () => {
+test('corruption: a flipped byte in the live slot is CORRUPT; in the older slot, the live value or CORRUPT — never the older value', async () => {
   let checked = 0;
   for (const slotBytes of [128, 4096]) {
     const file = await cellFile(slotBytes, ['older value', 'newest value!']);
-    // slot 0: 'older value' (sequence 1); slot 1: 'newest value!' (sequence 2, live). Every byte
-    // of a slot, the zeros after its value included, lies under its checksum.
-    checked += await flipEveryByte(file, slotBytes, (offset) => (offset >= slotBytes ? 'older value' : 'newest value!'));
+    // Slot 0: the first value (stamp 2), slot 1: the newest (stamp 3, live). Every byte of both
+    // lies under a sector's checksum. Damage in the older slot leaves the newest value when the
+    // sectors that still check say they are older (a slot of several sectors); in a one-sector
+    // slot nothing says so, and the open refuses.
+    checked += await flipEveryByte(file, slotBytes, (offset) => (offset >= slotBytes ? 'error' : slotBytes > 512 ? 'newest value!' : 'error'));
   }
   assert.equal(checked, 2 * (128 + 4096));
 });
 
-test('corruption: with one written slot, a flipped byte in it is CORRUPT, never null', async () => {
-  const file = await cellFile(256, ['only value']);
-  // Slot 0 holds the value (every byte checked); slot 1 was never written: damage there leaves it
-  // invalid and slot 0 live.
-  await flipEveryByte(file, 256, (offset) => (offset < 256 ? 'error' : 'only value'));
+test('corruption: with one written value, a flipped byte in it is CORRUPT, never null', async () => {
+  for (const slotBytes of [256, 1024]) {
+    const file = await cellFile(slotBytes, ['only value']);
+    // Slot 0 holds the value; slot 1 the filler written with the file (stamped below it).
+    await flipEveryByte(file, slotBytes, (offset) => (offset < slotBytes || slotBytes <= 256 ? 'error' : 'only value'));
+  }
+});
+
+test('a file of the first format opens with its value and is converted by the first write', async (t) => {
+  const dir = tempDir(t);
+  const S = 1024;
+  const cases: [string, Uint8Array, Uint8Array, string][] = [
+    ['both valid', encodeSlotV1(S, 7, bytes('seven')), encodeSlotV1(S, 8, bytes('eight')), 'eight'],
+    ['one written', encodeSlotV1(S, 1, bytes('one')), new Uint8Array(S), 'one'],
+    ['newer torn', encodeSlotV1(S, 4, bytes('four')), encodeSlotV1(S, 5, bytes('five')).map((b, i) => (i === 30 ? b ^ 1 : b)), 'four'],
+  ];
+  for (const [name, a, b, want] of cases) {
+    const file = path.join(dir, name);
+    fs.writeFileSync(file, Buffer.concat([a, b]));
+    const cell = await openCell(file, { slotBytes: S });
+    assert.equal(text(await cell.read()), want, name);
+    await cell.write(bytes(`${want}+1`));
+    await cell.close();
+    const raw = fs.readFileSync(file);
+    for (const k of [0, 1]) assert.notEqual(raw.readUInt32LE(k * S), 0x31434753, `${name}: slot ${k} is of the current format`);
+    const again = await openCell(file, { slotBytes: S });
+    assert.equal(text(await again.read()), `${want}+1`, name);
+    await again.close();
+    // Converted: a flipped byte in the live slot is now CORRUPT.
+    const live = raw.indexOf(Buffer.from(`${want}+1`));
+    const flipped = Buffer.from(raw);
+    flipped[live] = flipped[live]! ^ 1;
+    fs.writeFileSync(file, flipped);
+    await rejectsWith(openCell(file, { slotBytes: S }), 'CORRUPT');
+  }
 });

@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { openCell, cellValueCapacity } from '../cells/index.js';
+import { encodeSlot, encodeSlotV1 } from '../cells/format.js';
 import { MemoryFs } from '../lib/fs/memory.js';
 import { FaultyFs } from '../lib/fs/faulty.js';
 import { checkAckAfterSync, exploreCrashStates, type CrashState } from '../lib/crash/index.js';
@@ -99,9 +100,10 @@ test('random slot sizes and value lengths: no crash state breaks the cell', asyn
   let total = 0;
   await fc.assert(
     fc.asyncProperty(
-      fc.integer({ min: 64, max: 3000 }).chain((slotBytes) =>
-        fc.tuple(fc.constant(slotBytes), fc.array(fc.nat(slotBytes - 24), { minLength: 1, maxLength: 6 })),
-      ),
+      // Every kind of slot size: one unit (64 … 256 bytes, both slots in one sector) or 1 … 6 sectors.
+      fc
+        .oneof(fc.integer({ min: 64, max: 256 }), fc.integer({ min: 1, max: 6 }).map((k) => k * 512))
+        .chain((slotBytes) => fc.tuple(fc.constant(slotBytes), fc.array(fc.nat(cellValueCapacity(slotBytes)), { minLength: 1, maxLength: 6 }))),
       async ([slotBytes, lengths]) => {
         const { m, values } = await runWrites(slotBytes, lengths);
         const result = await exploreCrashStates({ initial: m.initialImage, trace: m.trace, check: cellChecker(values, slotBytes) });
@@ -148,4 +150,34 @@ test('a process killed mid-write, restarted, observing the value and writing on:
     assert.deepEqual(checkAckAfterSync(m.trace).violations, [], killAt);
   }
   t.diagnostic(`kill and restart: ${total} crash states checked`);
+});
+
+test('a cell of the first format, converted by its first write, and one whose older slot is damaged: every crash state reads an acknowledged-or-later value', async (t) => {
+  let total = 0;
+  const S = 2048;
+  const starts: [string, Uint8Array][] = [
+    ['first format, both slots', new Uint8Array([...encodeSlotV1(S, 5, valueOf(0, 300)), ...encodeSlotV1(S, 4, valueOf(99, 1500))])],
+    ['first format, one slot written', new Uint8Array([...encodeSlotV1(S, 1, valueOf(0, 300)), ...new Uint8Array(S)])],
+    // A whole slot of this format next to a first-format one: a conversion that stopped halfway.
+    ['converted halfway', new Uint8Array([...encodeSlotV1(S, 1, valueOf(0, 300)), ...encodeSlot(S, 1, 3, valueOf(0, 300))])],
+    // The older slot damaged in its third sector: the first write fills it before writing there.
+    ['older slot damaged', new Uint8Array([...encodeSlot(S, 0, 9, valueOf(0, 300)), ...encodeSlot(S, 1, 8, valueOf(99, 1500)).map((b, i) => (i === 1100 ? b ^ 4 : b))])],
+  ];
+  for (const [name, file] of starts) {
+    const m = new MemoryFs({ image: { dirs: ['/d'], files: { '/d/cell': file } } });
+    const values = [0, 1, 2, 3].map((i) => valueOf(i, 300 + i * 450));
+    const cell = await openCell('/d/cell', { fs: m, slotBytes: S });
+    assert.ok(same((await cell.read())!, values[0]!), name);
+    m.mark('ack', 0);
+    for (let i = 1; i < values.length; i++) {
+      await cell.write(values[i]!);
+      m.mark('ack', i);
+    }
+    await cell.close();
+    const result = await exploreCrashStates({ initial: m.initialImage, trace: m.trace, check: cellChecker(values, S), tornSubsets: true });
+    total += result.states;
+    assert.deepEqual(result.violations.map((v) => `${name} ${v.id}: ${String(v.error)}\n${v.description}`), []);
+    assert.deepEqual(checkAckAfterSync(m.trace).violations, [], name);
+  }
+  t.diagnostic(`conversion and filling: ${total} crash states checked`);
 });

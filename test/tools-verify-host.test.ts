@@ -14,7 +14,7 @@ import { test } from 'node:test';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { promises as fsp } from 'node:fs';
-import { chooseLive, decodeSlot, DEFAULT_SLOT_BYTES } from '../cells/format.js';
+import { decodeCell, DEFAULT_SLOT_BYTES } from '../cells/format.js';
 import { MemoryFs, type DiskImage } from '../lib/fs/memory.js';
 import { loadImage } from './support/disk-image.js';
 import {
@@ -121,13 +121,11 @@ class RealmMap {
     if (rel === 'FORMAT' || rel === 'checkpoint' || rel === 'fence/state' || (rel.startsWith('scopes/') && path.basename(rel) === 'state')) {
       const live = liveSlot(bytes, slotBytes);
       for (let k = 0; k < 2; k++) {
+        // Each slot: its header (magic, size, length), then its sectors (value, zeros, stamps, checks).
         const s = k * slotBytes;
-        const st = decodeSlot(bytes, s, slotBytes);
-        const len = st.valid ? st.value.length : 0;
-        if (k === live) all(s, s + 24);
-        else some(s, s + 24, 4);
-        some(s + 24, s + 24 + len, k === live ? 10 : 2);
-        some(s + 24 + len, s + slotBytes, k === live ? 4 : 2);
+        if (k === live) all(s, s + 12);
+        else some(s, s + 12, 4);
+        some(s + 12, s + slotBytes, k === live ? 14 : 6);
       }
     } else if (path.basename(rel) === 'published') {
       spread(0, bytes.length, 22);
@@ -206,12 +204,20 @@ class RealmMap {
   }
 }
 
+function cellState(bytes: Uint8Array, slotBytes: number) {
+  try {
+    return decodeCell(bytes, bytes.length, slotBytes, 'cell');
+  } catch {
+    return null;
+  }
+}
+
 function cellValue(bytes: Uint8Array, slotBytes: number): Uint8Array | null {
-  return chooseLive(decodeSlot(bytes, 0, slotBytes), decodeSlot(bytes, slotBytes, slotBytes), 'cell')?.value ?? null;
+  return cellState(bytes, slotBytes)?.live.value ?? null;
 }
 
 function liveSlot(bytes: Uint8Array, slotBytes: number): 0 | 1 | null {
-  return chooseLive(decodeSlot(bytes, 0, slotBytes), decodeSlot(bytes, slotBytes, slotBytes), 'cell')?.slot ?? null;
+  return cellState(bytes, slotBytes)?.live.slot ?? null;
 }
 
 /** The offset just after the SEAL frame of a sealed stripe file (walking frames by length). */
@@ -372,13 +378,14 @@ test('verify: host realm crash leftovers are warnings; damage the store cannot r
     assert.equal(r.code, 1, r.text);
     assert.match(r.text, /checkpoint starts in this file, which is missing/);
 
-    // The fence state went back one acquire (its newest slot lost): an error (a token would be reissued).
+    // The fence state's newest slot lost (zeroed): an error — the cell refuses to answer the older
+    // slot (a token would be reissued).
     const state = image.files['/data/realm/fence/state']!.slice();
     const live = liveSlot(state, DEFAULT_SLOT_BYTES)!;
     state.fill(0, live * DEFAULT_SLOT_BYTES, (live + 1) * DEFAULT_SLOT_BYTES);
     r = await run({ '/data/realm/fence/state': state });
     assert.equal(r.code, 1, r.text);
-    assert.match(r.text, /fence state went back/);
+    assert.match(r.text, /fence\/state.*CORRUPT/);
   } finally {
     await fsp.rm(root, { recursive: true, force: true });
   }

@@ -2,7 +2,7 @@
 //
 // Owns: `inspectDataDirectory` and `runInspectCommand`. It walks the directory with the same
 // read-only checkers as `seglog verify` (so it never writes and never opens a store) and prints
-// what each one described: cells (slot size, live slot, sequence, value), segmented logs (first and
+// what each one described: cells (slot size, live slot, stamp, value), segmented logs (first and
 // end index, generation, each segment with its records, bytes and index), payload stores
 // (payloads, sizes, holders), Raft groups and snapshots, host store realms (fence, checkpoint,
 // stripes, and each scope's visible kind, name, version, rows and head); then a one-line verdict
@@ -35,7 +35,7 @@ function line(root: string, d: Described): string[] {
     case 'cell': {
       if (v['live'] === null || v['live'] === undefined) return [`${at}: ${String(v['role'])}, ${String(v['slotBytes'] ?? '?')}-byte slots, no readable value (${JSON.stringify(v['slots'] ?? v['state'])})`];
       return [
-        `${at}: ${String(v['role'])}, ${String(v['slotBytes'])}-byte slots, live slot ${String(v['live'])}, sequence ${String(v['sequence'])}, ` +
+        `${at}: ${String(v['role'])}, ${String(v['slotBytes'])}-byte slots, live slot ${String(v['live'])}, stamp ${String(v['sequence'])}, ` +
           `${String(v['valueBytes'])} byte(s): ${String(v['value'])}`,
       ];
     }

@@ -18,8 +18,8 @@
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
-import { chooseLive, decodeSlot, encodeSlot } from '../../../cells/format.js';
-import { corrupt, isSeglogError } from '../../errors.js';
+import { readCellFile, writeCellFile, type CellState } from '../../../cells/index.js';
+import { corrupt } from '../../errors.js';
 import type { FileHandle, FileSystem } from '../../fs/types.js';
 import type { ScopeKind } from '../types.js';
 import {
@@ -56,10 +56,6 @@ export function scopeDirOf(realm: string, kind: ScopeKind, digest: string): stri
   return path.join(realm, 'scopes', fanout, leaf);
 }
 
-function isMissing(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === 'ENOENT';
-}
-
 function newGen(): string {
   return randomBytes(8).toString('hex');
 }
@@ -85,91 +81,35 @@ export class DirSyncs {
   }
 }
 
-/** A home cell's value with where it lives in the cell file (its live slot and sequence). */
+/** A home cell's value with the state of its cell file (what its next write needs). */
 export interface HomeCell {
   value: HomeValue;
-  slot: 0 | 1;
-  sequence: number;
+  cell: CellState;
 }
 
 /**
  * Reads a home cell without a lock: null when the scope has no home. A writer may replace the
- * cell while it is read; an inconsistent pair of slots is read again.
+ * cell while it is read; a read that meets the write is read again (cells/ `readCellFile`), and a
+ * damaged newer slot is CORRUPT, never the older value.
  */
 export async function readHomeCell(fs: FileSystem, dir: string): Promise<HomeCell | null> {
   const file = path.join(dir, 'state');
-  for (let attempt = 0; ; attempt++) {
-    let h: FileHandle;
-    try {
-      h = await fs.open(file, 'read');
-    } catch (err) {
-      if (isMissing(err)) return null;
-      throw err;
-    }
-    // Buffers are reused (a listing reads thousands of cells): decoding copies what it keeps.
-    const bytes = cellBuffers.pop() ?? new Uint8Array(2 * HOME_SLOT_BYTES);
-    try {
-      let n: number;
-      try {
-        n = await h.read(bytes, 0);
-      } finally {
-        await h.close().catch(() => undefined);
-      }
-      // A short file reads as zeros past its end (a slot never written).
-      bytes.fill(0, n);
-      const live = chooseLive(decodeSlot(bytes, 0, HOME_SLOT_BYTES), decodeSlot(bytes, HOME_SLOT_BYTES, HOME_SLOT_BYTES), file);
-      if (live === null) throw corrupt(`home cell ${file} has no valid slot`, { file });
-      return { value: decodeHome(live.value, file), slot: live.slot, sequence: live.sequence };
-    } catch (err) {
-      if (attempt >= 4 || !isSeglogError(err, 'CORRUPT')) throw err;
-      await new Promise((r) => setTimeout(r, 1 + attempt));
-    } finally {
-      if (cellBuffers.length < 32) cellBuffers.push(bytes);
-    }
-  }
+  const cell = await readCellFile(fs, file, HOME_SLOT_BYTES);
+  return cell === null ? null : { value: decodeHome(cell.live.value, file), cell };
 }
-
-/** Free buffers for reading home cells (both slots). */
-const cellBuffers: Uint8Array[] = [];
 
 export async function readHome(fs: FileSystem, dir: string): Promise<HomeValue | null> {
   return (await readHomeCell(fs, dir))?.value ?? null;
 }
 
 /**
- * Writes a home cell the way cells/ writes a cell (docs/format.md, "Two-slot cell"): the new value with the
- * next sequence into the slot that is not live, then fdatasync; a cell's first value goes to a
- * temporary file that is synced, renamed into place and made durable by a directory sync. It
- * skips the open-time sync of `openCell`: the checkpointer holds the realm's checkpoint lock (it
- * is the only writer of homes) and its own fdatasync covers whatever an earlier writer left
- * unsynced in the file.
+ * Writes a home cell the way cells/ writes a cell (docs/format.md, "Two-slot cell"), through
+ * `writeCellFile`: it skips the open-time sync and the lock of `openCell`, because the
+ * checkpointer holds the realm's checkpoint lock (it is the only writer of homes) and its own
+ * fdatasync covers whatever an earlier writer left unsynced in the file.
  */
-async function writeHomeCell(fs: FileSystem, dir: string, value: Uint8Array, prior: { slot: 0 | 1; sequence: number } | null): Promise<void> {
-  const file = path.join(dir, 'state');
-  if (prior === null) {
-    const temp = `${file}.tmp`;
-    const h = await fs.open(temp, 'create');
-    try {
-      const bytes = new Uint8Array(2 * HOME_SLOT_BYTES);
-      bytes.set(encodeSlot(HOME_SLOT_BYTES, 1, value), 0);
-      await h.truncate(0);
-      await h.write(bytes, 0);
-      await h.datasync();
-    } finally {
-      await h.close();
-    }
-    await fs.rename(temp, file);
-    await fs.syncDir(dir);
-    return;
-  }
-  const h = await fs.open(file, 'write');
-  try {
-    const slot = prior.slot === 0 ? 1 : 0;
-    await h.write(encodeSlot(HOME_SLOT_BYTES, prior.sequence + 1, value), slot * HOME_SLOT_BYTES);
-    await h.datasync();
-  } finally {
-    await h.close();
-  }
+async function writeHomeCell(fs: FileSystem, dir: string, value: Uint8Array, prior: CellState | null): Promise<void> {
+  await writeCellFile(fs, path.join(dir, 'state'), HOME_SLOT_BYTES, prior, value);
 }
 
 /** Reads the head a home holds (inline or from its blob, checked against its CRC). */
@@ -304,13 +244,13 @@ export class HomeBuilder {
   /** Bytes of rows buffered, not written yet. */
   pending = 0;
 
-  readonly #prior: { slot: 0 | 1; sequence: number } | null;
+  readonly #prior: CellState | null;
   readonly #dirs: DirSyncs;
 
   constructor(fs: FileSystem, realm: string, kind: ScopeKind, name: string, digest: string, old: HomeCell | null, dirs: DirSyncs) {
     this.#fs = fs;
     this.#dirs = dirs;
-    this.#prior = old === null ? null : { slot: old.slot, sequence: old.sequence };
+    this.#prior = old?.cell ?? null;
     this.realm = realm;
     this.dir = scopeDirOf(realm, kind, digest);
     this.kind = kind;

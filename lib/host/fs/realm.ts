@@ -17,10 +17,9 @@
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { openCell } from '../../../cells/index.js';
-import { chooseLive, decodeSlot, DEFAULT_SLOT_BYTES } from '../../../cells/format.js';
+import { openCell, peekCell } from '../../../cells/index.js';
 import type { Clock } from '../../clock.js';
-import { corrupt, fromIo, invalid, isSeglogError } from '../../errors.js';
+import { corrupt, fromIo, invalid } from '../../errors.js';
 import type { FileHandle, FileSystem } from '../../fs/types.js';
 import { HostStoreError } from '../errors.js';
 import type { FenceTiming } from '../timing.js';
@@ -83,31 +82,7 @@ function isExists(err: unknown): boolean {
 }
 
 /** Reads a cell's value without opening it for writing (lock-free); null when the file does not exist. */
-export async function peekCell(fs: FileSystem, file: string, slotBytes = DEFAULT_SLOT_BYTES): Promise<Uint8Array | null> {
-  for (let attempt = 0; ; attempt++) {
-    let h: FileHandle;
-    try {
-      h = await fs.open(file, 'read');
-    } catch (err) {
-      if (isMissing(err)) return null;
-      throw err;
-    }
-    const bytes = new Uint8Array(2 * slotBytes);
-    try {
-      await h.read(bytes, 0);
-    } finally {
-      await h.close().catch(() => undefined);
-    }
-    try {
-      const live = chooseLive(decodeSlot(bytes, 0, slotBytes), decodeSlot(bytes, slotBytes, slotBytes), file);
-      if (live === null) throw corrupt(`cell ${file} has no valid slot`, { file });
-      return live.value;
-    } catch (err) {
-      if (attempt >= 4 || !isSeglogError(err, 'CORRUPT')) throw err;
-      await sleep(1 + attempt);
-    }
-  }
-}
+export { peekCell };
 
 /** Takes a file's try-lock, retrying with backoff until `waitMs` passed (real time). */
 export async function lockWithin(handle: FileHandle, waitMs: number, what: string): Promise<void> {

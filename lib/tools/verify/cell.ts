@@ -1,15 +1,18 @@
 // Offline check of a two-slot cell file (cells/, docs/format.md (two-slot cell)).
 //
-// Owns: `checkCellFile`, `looksLikeCell`. Uses the cell's own decoders (cells/format.ts). What it
-// covers, byte by byte: every byte of a valid slot (header, value and the zeros after it) is under
-// its CRC; an empty slot must be all zeros; an invalid slot is reported.
+// Owns: `checkCellFile`, `looksLikeCell`. Uses the cell's own decoder (cells/format.ts
+// `decodeCell`), so it answers exactly what an open answers. What it covers, byte by byte: every
+// sector of both slots is under its own checksum; a file the open refuses (no valid slot, a damaged
+// newer slot, a wrong size) is an error; a damaged older slot, a slot torn by a crash, and a file of
+// the first format with an unreadable slot are warnings (the value a reader gets is intact).
 
-import { MAX_SLOT_BYTES, MIN_SLOT_BYTES, CELL_MAGIC, chooseLive, decodeSlot, type SlotState } from '../../../cells/format.js';
+import { CELL_MAGIC, CELL_MAGIC_V1, MAX_SLOT_BYTES, decodeCell, decodeSlot, describeSlot, slotBytesProblem, type CellState, type SlotView } from '../../../cells/format.js';
 import { messageOf, preview, type VerifyContext } from './context.js';
 
 export interface CellResult {
   /** The live value, or null when the cell has none that a reader would accept. */
   readonly value: Uint8Array | null;
+  /** The live slot's stamp (of a first-format file: its sequence); 0 when none. */
   readonly sequence: number;
   /** The live slot (null when none). */
   readonly slot: 0 | 1 | null;
@@ -17,19 +20,22 @@ export interface CellResult {
   readonly slots: readonly string[];
 }
 
+function magicAt(head: Uint8Array, at: number): number | null {
+  if (head.length < at + 8) return null;
+  return new DataView(head.buffer, head.byteOffset + at, 8).getUint32(0, true);
+}
+
 /** True when the file's first bytes carry a cell slot's magic (or it is named *.cell). */
 export function looksLikeCell(name: string, head: Uint8Array): boolean {
   if (name.endsWith('.cell')) return true;
-  if (head.length < 8) return false;
-  const magic = (head[0]! | (head[1]! << 8) | (head[2]! << 16)) + head[3]! * 0x1000000;
-  return magic === CELL_MAGIC;
+  const magic = magicAt(head, 0);
+  return magic === CELL_MAGIC || magic === CELL_MAGIC_V1;
 }
 
 function slotBytesFromHeader(bytes: Uint8Array, at: number): number | null {
-  if (bytes.length < at + 8) return null;
-  const v = new DataView(bytes.buffer, bytes.byteOffset + at, 8);
-  if (v.getUint32(0, true) !== CELL_MAGIC) return null;
-  return v.getUint32(4, true);
+  const magic = magicAt(bytes, at);
+  if (magic !== CELL_MAGIC && magic !== CELL_MAGIC_V1) return null;
+  return new DataView(bytes.buffer, bytes.byteOffset + at, 8).getUint32(4, true);
 }
 
 /**
@@ -52,55 +58,56 @@ export async function checkCellFile(
   let slot = slotBytes;
   if (slot === undefined) {
     const candidates = [slotBytesFromHeader(bytes, 0), bytes.length / 2];
-    const second = bytes.length >= 2 * MIN_SLOT_BYTES ? slotBytesFromHeader(bytes, bytes.length / 2) : null;
+    const second = bytes.length >= 128 ? slotBytesFromHeader(bytes, bytes.length / 2) : null;
     if (second !== null) candidates.push(second);
-    slot = candidates.find((c): c is number => c !== null && Number.isSafeInteger(c) && c >= MIN_SLOT_BYTES && c <= MAX_SLOT_BYTES && 2 * c === bytes.length);
+    slot = candidates.find((c): c is number => c !== null && slotBytesProblem(c) === null && 2 * c === bytes.length);
     if (slot === undefined) {
       ctx.error(path, `${role}: ${bytes.length} bytes is not two slots of a size a cell can have`);
       ctx.describe({ kind: 'cell', path, role, bytes: bytes.length, state: 'unreadable' });
       return none;
     }
   }
-  if (bytes.length !== 2 * slot) {
-    ctx.error(path, `${role}: the file is ${bytes.length} bytes, a cell of ${slot}-byte slots is ${2 * slot} (CORRUPT at open)`);
-    return none;
-  }
-  const states: [SlotState, SlotState] = [decodeSlot(bytes, 0, slot), decodeSlot(bytes, slot, slot)];
-  let live: { slot: 0 | 1; sequence: number; value: Uint8Array } | null;
+  const padded = new Uint8Array(2 * slot);
+  padded.set(bytes.subarray(0, Math.min(bytes.length, 2 * slot)));
+  let state: CellState;
   try {
-    live = chooseLive(states[0], states[1], path);
+    state = decodeCell(padded, bytes.length, slot, path);
   } catch (err) {
-    ctx.error(path, `${role}: ${messageOf(err)}`);
-    describeCell(ctx, path, role, slot, states, null);
+    ctx.error(path, `${role}: ${messageOf(err)} (${(err as { code?: string }).code ?? 'CORRUPT'} at open: the value is not served)`, 0);
+    const views = [decodeSlot(padded, 0, slot), decodeSlot(padded, 1, slot)].map(describeSlot);
+    describeCell(ctx, path, role, slot, null, null, views);
     return none;
   }
-  if (live === null) {
-    ctx.error(path, `${role}: no valid slot (slot 0: ${reasonOf(states[0])}; slot 1: ${reasonOf(states[1])}): the value is lost (CORRUPT at open)`, 0);
-    describeCell(ctx, path, role, slot, states, null);
-    return none;
+  const live = state.live;
+  const standby = (live.slot === 0 ? 1 : 0) as 0 | 1;
+  const other = state.standby;
+  const at = standby * slot;
+  if (other.kind === 'torn') {
+    ctx.warning(path, `${role}: slot ${standby} is ${describeSlot(other)}: a write that was never acknowledged; the cell reads slot ${live.slot} (stamp ${live.stamp}) and its next write replaces slot ${standby}`, at);
+  } else if (other.kind === 'damaged' && live.format === 2) {
+    ctx.warning(
+      path,
+      `${role}: slot ${standby}, older than the live slot ${live.slot} (stamp ${live.stamp}), is ${describeSlot(other)}; the value is intact and the next write replaces slot ${standby}`,
+      at,
+    );
+  } else if (other.kind === 'damaged' && other.reason !== 'all zeros') {
+    ctx.warning(
+      path,
+      `${role}: a cell of the first format whose slot ${standby} is ${describeSlot(other)} — a write torn by a crash, or damage, which that format cannot tell apart; ` +
+        `the cell reads slot ${live.slot} (sequence ${live.stamp}) and its owner's next write converts the file`,
+      at,
+    );
+  } else if (other.kind === 'damaged' && live.format === 1 && live.stamp !== 1) {
+    ctx.warning(path, `${role}: slot ${standby} is empty although the live slot ${live.slot} has sequence ${live.stamp} (every earlier write went there): damaged`, at);
   }
-  const standby = live.slot === 0 ? 1 : 0;
-  const other = states[standby];
-  if (!other.valid) {
-    if (other.reason === 'empty') {
-      if (live.sequence !== 1) {
-        ctx.warning(path, `${role}: slot ${standby} is empty although the live slot ${live.slot} has sequence ${live.sequence} (every earlier write went there): damaged`, standby * slot);
-      }
-    } else {
-      ctx.warning(
-        path,
-        `${role}: slot ${standby} is invalid (${other.reason}) — a write torn by a crash, or damage; the cell reads slot ${live.slot} ` +
-          `(sequence ${live.sequence}) and its next write replaces slot ${standby}`,
-        standby * slot,
-      );
-    }
-  }
-  describeCell(ctx, path, role, slot, states, live);
-  return { value: live.value, sequence: live.sequence, slot: live.slot, slots: states.map((s) => reasonOf(s)) };
+  const slots = live.slot === 0 ? [describeLive(state), describeSlot(other)] : [describeSlot(other), describeLive(state)];
+  describeCell(ctx, path, role, slot, state, live, slots);
+  return { value: live.value, sequence: live.stamp, slot: live.slot, slots };
 }
 
-function reasonOf(s: SlotState): string {
-  return s.valid ? `valid, sequence ${s.sequence}` : s.reason;
+function describeLive(state: CellState): string {
+  const l = state.live;
+  return l.format === 1 ? `first format, sequence ${l.stamp}, ${l.value.length} bytes (live)` : `whole, stamp ${l.stamp}, ${l.value.length} bytes (live)`;
 }
 
 function describeCellFile(
@@ -108,18 +115,22 @@ function describeCellFile(
   path: string,
   role: string,
   slotBytes: number,
-  states: readonly SlotState[],
-  live: { slot: 0 | 1; sequence: number; value: Uint8Array } | null,
+  state: CellState | null,
+  live: CellState['live'] | null,
+  slots?: readonly string[],
 ): void {
+  const standby: SlotView | null = state?.standby ?? null;
   ctx.describe({
     kind: 'cell',
     path,
     role,
     slotBytes,
+    format: live?.format ?? null,
     live: live === null ? null : live.slot,
-    sequence: live?.sequence ?? null,
+    sequence: live?.stamp ?? null,
     valueBytes: live?.value.length ?? null,
     value: live === null ? null : preview(live.value),
-    slots: states.map((s) => reasonOf(s)),
+    standby: standby === null ? null : describeSlot(standby),
+    ...(slots === undefined ? {} : { slots }),
   });
 }

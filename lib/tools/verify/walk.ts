@@ -104,6 +104,13 @@ async function checkLooseFile(ctx: VerifyContext, file: string, siblings: readon
   if (name.endsWith('.tmp') && siblings.includes(name.slice(0, -4))) {
     ctx.sawFile(size);
     ctx.warning(file, 'leftover temporary file of an interrupted first cell write (never read)');
+  } else if (name.endsWith('.cell.tmp') && size === 0) {
+    // A cell opened and never written keeps its (empty) temporary file: its lock until the first
+    // write renames it into place. Nothing in it is read.
+    ctx.sawFile(size);
+  } else if (name.endsWith('.cell.tmp')) {
+    ctx.sawFile(size);
+    ctx.warning(file, 'leftover temporary file of a first cell write that did not complete (never read)');
   } else if (name === 'LOCK') {
     await checkEmpty(ctx, file, 'LOCK');
   } else if (name.endsWith('.part') && path.basename(path.dirname(file)) === 'snapshots') {
