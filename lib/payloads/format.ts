@@ -33,6 +33,7 @@
 
 import { crc32 } from 'node:zlib';
 import { corrupt } from '../errors.js';
+import { decodeUtf8Exact } from '../text.js';
 
 export const BLOB_MAGIC = new TextEncoder().encode('SGLPAYLD');
 export const REFS_MAGIC = new TextEncoder().encode('SGLREFS1');
@@ -198,10 +199,8 @@ function sortedHolderBytes(holders: readonly string[]): Uint8Array[] {
 
 /** Sorts holders by their UTF-8 bytes (the order refcount files and `refs()` use). */
 export function sortHolders(holders: readonly string[]): string[] {
-  return sortedHolderBytes(holders).map((h) => Buffer.from(h).toString('utf8'));
+  return sortedHolderBytes(holders).map((h) => decodeUtf8Exact(h));
 }
-
-const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** Reads the fixed header of a refcount file: the body length, checked against its bound. */
 export function refsBodyBytes(header: Uint8Array, fileBytes: number, file: string): number {
@@ -239,7 +238,7 @@ export function decodeRefs(bytes: Uint8Array, hex: string, file: string): string
     if (previous !== null && compareBytes(previous, raw) >= 0) bad('holders are not strictly increasing');
     let text = '';
     try {
-      text = utf8.decode(raw);
+      text = decodeUtf8Exact(raw);
     } catch {
       bad(`holder ${i} is not UTF-8`);
     }

@@ -34,6 +34,7 @@ import {
   type StoredMembership,
   type Vote,
 } from './types.js';
+import { decodeUtf8Exact } from '../text.js';
 
 const FORMAT_VERSION = 0x01;
 const TAG_BLANK = 0x01;
@@ -42,7 +43,6 @@ const TAG_MEMBERSHIP = 0x03;
 const DIGEST_PREFIX = 'sha256:';
 const DIGEST_BYTES = 32;
 
-const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
 const utf8Encoder = new TextEncoder();
 
 /**
@@ -248,7 +248,7 @@ function readMembership(r: ByteReader): Membership {
   const json = r.view(jsonLength);
   let nodes: unknown;
   try {
-    nodes = JSON.parse(utf8Decoder.decode(json));
+    nodes = JSON.parse(decodeUtf8Exact(json));
   } catch {
     return r.fail('membership nodes are not UTF-8 JSON');
   }

@@ -15,6 +15,7 @@ import { crc32 } from 'node:zlib';
 import { corrupt, fromIo, invalid } from '../errors.js';
 import type { FileHandle, FileSystem } from '../fs/types.js';
 import { isWellFormed } from './types.js';
+import { decodeUtf8Exact } from '../text.js';
 
 /** The node's lock file (try-locked for the node's lifetime). */
 export const NODE_LOCK = 'LOCK';
@@ -39,7 +40,6 @@ export const SNAPSHOTS_DIR = 'snapshots';
 export const MAX_GROUP_ID_BYTES = 512;
 
 const GROUP_MAGIC = Buffer.from('SGLGROUP', 'latin1');
-const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** Throws INVALID unless `id` is a group id: 1..512 UTF-8 bytes of well-formed text. */
 export function validateGroupId(id: unknown): asserts id is string {
@@ -92,7 +92,7 @@ export async function readGroupFile(fs: FileSystem, dir: string): Promise<string
     if (b.readUInt32LE(size - 4) !== crc32(b.subarray(0, size - 4))) throw corrupt(`${file} fails its checksum`, { path: file });
     let id: string;
     try {
-      id = utf8.decode(b.subarray(GROUP_MAGIC.length + 4, size - 4));
+      id = decodeUtf8Exact(b.subarray(GROUP_MAGIC.length + 4, size - 4));
     } catch {
       throw corrupt(`${file}: the group id is not UTF-8`, { path: file });
     }

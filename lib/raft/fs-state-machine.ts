@@ -38,6 +38,7 @@ import {
   cloneSnapshotMeta,
   cloneStoredMembership,
   emptyStoredMembership,
+  isWellFormed,
   validateEntry,
   validateSnapshotMeta,
   type Entry,
@@ -81,6 +82,18 @@ export interface FsStateMachineOptions<P extends StateMachinePlugin<unknown>> {
 }
 
 /**
+ * A fresh plugin from `factory`; INVALID unless its name is a non-empty well-formed string (every
+ * snapshot records the name, and one that does not survive UTF-8 would never match again).
+ */
+function newPlugin<P extends StateMachinePlugin<unknown>>(factory: StateMachinePluginFactory<P>): P {
+  const plugin = factory();
+  if (typeof plugin?.name !== 'string' || plugin.name.length === 0 || !isWellFormed(plugin.name)) {
+    throw invalid(`a state machine plugin needs a non-empty, well-formed name, got ${JSON.stringify(plugin?.name)}`);
+  }
+  return plugin;
+}
+
+/**
  * Reads a snapshot stream into a fresh plugin: checks the plugin name (INVALID), the embedded
  * metadata against `expect` when given (INVALID), restores, and checks the end marker, the
  * checksum and that the plugin read everything (CORRUPT) before answering.
@@ -90,7 +103,7 @@ async function restoreSnapshot<P extends StateMachinePlugin<unknown>>(
   source: AsyncIterable<Uint8Array>,
   expect: SnapshotMeta | null,
 ): Promise<{ plugin: P; meta: SnapshotMeta }> {
-  const plugin = factory();
+  const plugin = newPlugin(factory);
   const reader = await readSnapshotStream(source);
   if (reader.header.plugin !== plugin.name) {
     throw invalid(`snapshot was written by plugin ${JSON.stringify(reader.header.plugin)}, this state machine runs ${JSON.stringify(plugin.name)}`);
@@ -207,7 +220,7 @@ export async function openFsStateMachine<P extends StateMachinePlugin<unknown>>(
       await stream.close();
     }
   } else {
-    plugin = options.plugin();
+    plugin = newPlugin(options.plugin);
   }
   // Every other snapshot file and every temporary one is garbage now (a newer one is durable).
   for (const n of names) {

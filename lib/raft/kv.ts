@@ -17,6 +17,7 @@ import { ByteReader, ByteWriter, copyBytes } from './codec.js';
 import { ChunkQueue } from './chunk-queue.js';
 import type { PluginEntry, StateMachinePlugin } from './plugin.js';
 import { isWellFormed } from './types.js';
+import { decodeUtf8Exact } from '../text.js';
 
 /** The largest key, in UTF-8 bytes. */
 export const MAX_KV_KEY_BYTES = 4096;
@@ -30,7 +31,6 @@ const OP_DELETE = 0x02;
 const SNAPSHOT_CHUNK_BYTES = 64 * 1024;
 
 const utf8Encoder = new TextEncoder();
-const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
 
 /** A KV command: set a key to a value, or delete a key. */
 export type KvCommand = { op: 'set'; key: string; value: Uint8Array } | { op: 'delete'; key: string };
@@ -69,7 +69,7 @@ export function decodeKvCommand(data: Uint8Array): KvCommand {
   if (keyLength > MAX_KV_KEY_BYTES) r.fail(`key of ${keyLength} bytes exceeds ${MAX_KV_KEY_BYTES}`);
   let key: string;
   try {
-    key = utf8Decoder.decode(r.view(keyLength));
+    key = decodeUtf8Exact(r.view(keyLength));
   } catch (err) {
     if (err instanceof TypeError) return r.fail('key is not UTF-8');
     throw err;
@@ -161,7 +161,7 @@ export class KvPlugin implements StateMachinePlugin<KvReply> {
       if (kb === null) throw corrupt('KV snapshot ends inside a key');
       let key: string;
       try {
-        key = utf8Decoder.decode(kb);
+        key = decodeUtf8Exact(kb);
       } catch {
         throw corrupt('KV snapshot: a key is not UTF-8');
       }

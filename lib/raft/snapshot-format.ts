@@ -23,6 +23,7 @@ import { corrupt } from '../errors.js';
 import { ChunkQueue } from './chunk-queue.js';
 import { ByteReader, ByteWriter, readOptionalLogId, readStoredMembership, writeOptionalLogId, writeStoredMembership } from './codec.js';
 import type { SnapshotMeta } from './types.js';
+import { decodeUtf8Exact } from '../text.js';
 
 /** The largest frame of plugin state; larger chunks are split. */
 export const MAX_SNAPSHOT_FRAME_BYTES = 16 * 1024 * 1024;
@@ -30,7 +31,6 @@ export const MAX_SNAPSHOT_FRAME_BYTES = 16 * 1024 * 1024;
 export const MAX_SNAPSHOT_HEADER_BYTES = 4 * 1024 * 1024;
 
 const MAGIC = new Uint8Array([0x53, 0x47, 0x4c, 0x53, 0x4e, 0x41, 0x50, 0x01]); // "SGLSNAP\x01"
-const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
 const utf8Encoder = new TextEncoder();
 
 /** What a snapshot stream says about itself. */
@@ -61,7 +61,7 @@ function decodeSnapshotHeader(bytes: Uint8Array): SnapshotHeader {
   const r = new ByteReader(bytes, 'snapshot header');
   const text = (n: number): string => {
     try {
-      return utf8Decoder.decode(r.view(n));
+      return decodeUtf8Exact(r.view(n));
     } catch (err) {
       if (err instanceof TypeError) return r.fail('a name is not UTF-8');
       throw err;

@@ -12,6 +12,7 @@ import { createHash } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import { corrupt } from '../../errors.js';
 import type { ScopeKind } from '../types.js';
+import { decodeUtf8Exact } from '../../text.js';
 
 // ---------------------------------------------------------------------------------------------
 // Little-endian helpers on Uint8Array (no BigInt on the hot path: u64 values are safe integers).
@@ -48,13 +49,12 @@ function putF64(b: Uint8Array, at: number, v: number): void {
 }
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder('utf-8', { fatal: true });
 
 function utf8(s: string): Uint8Array {
   return encoder.encode(s);
 }
 function text(b: Uint8Array): string {
-  return decoder.decode(b);
+  return decodeUtf8Exact(b);
 }
 
 // ---------------------------------------------------------------------------------------------
