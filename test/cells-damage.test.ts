@@ -248,3 +248,32 @@ test('the fs host store: a damaged scope home state or checkpoint is CORRUPT, ne
     await expectVerifyError(damaged(image, file, offsets[Math.floor(offsets.length / 2)]!), '/realm', file);
   }
 });
+
+test('the fs host store: a home whose value would not fit its cell keeps its head in a blob instead', async () => {
+  // The largest home value: 64 stripes (a cut of 64 positions), a 512-byte name, 128-byte commit
+  // ids, a head at the inline bound and ~150 row files is more than a home cell holds.
+  const m = new MemoryFs({ image: { dirs: [], files: {} }, trace: false });
+  const store = await openFsHostStore('/realm', { fs: m, clock: new ManualClock(10_000_000), timing, holderId: 'a', bootId: () => 'boot-1', stripes: 64, preallocBytes: 0, checkpointIn: 'thread' });
+  const { token } = await store.acquireFence('takeover');
+  const scope = { kind: 'record' as const, name: 'n'.repeat(512) };
+  const head = new Uint8Array(2048).fill(7);
+  let end = 0;
+  for (let v = 1; v <= 149; v++) {
+    // Each round seals the row file holding the last row and starts a new one.
+    const id = `${String(v).padStart(4, '0')}${'c'.repeat(124)}`;
+    const update = v === 1 ? { scope, previous: null, next: 1, head, append: [te.encode('r'), te.encode('r')] } : { scope, previous: v - 1, next: v, head, truncateAfter: end - 1, append: [te.encode('r'), te.encode('r')] };
+    await store.commit(CommitBatch.tryNew(id, token, [update]));
+    end = v === 1 ? 2 : end + 1;
+    assert.ok(await store.checkpoint());
+  }
+  const loaded = await store.loadHead(scope);
+  assert.equal(loaded?.version, 149);
+  assert.deepEqual(loaded?.head, head);
+  assert.equal((await store.readRows(scope, 0, 1000)).length, end);
+  await store.close();
+  const files = Object.keys(m.currentImage().files).filter((f) => f.includes('/scopes/'));
+  assert.ok(files.some((f) => /\/h-[0-9a-f]{16}$/.test(f)), 'the head moved to a blob');
+  const again = await openFsHostStore('/realm', { fs: m, clock: new ManualClock(10_000_000), timing, holderId: 'b', bootId: () => 'boot-1', checkpointIn: 'thread' });
+  assert.deepEqual((await again.loadHead(scope))?.head, head);
+  await again.close();
+});

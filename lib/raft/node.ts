@@ -21,7 +21,7 @@ import { lockDirectory } from '../fs/lock.js';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 
-import { openCell, type Cell } from '../../cells/index.js';
+import { openCell, peekCell, type Cell } from '../../cells/index.js';
 import { openSegmentedLog, type FdCache, type SegmentedLog } from '../../segments/index.js';
 import type { Clock } from '../clock.js';
 import { closed, corrupt, fromIo, invalid } from '../errors.js';
@@ -578,14 +578,9 @@ export async function* listPayloadReferences(dir: string, options: { fs?: FileSy
     if (!isGroupDirName(name)) continue;
     const groupDir = path.join(groupsDir, name);
     const group = await readGroupFile(fs, groupDir);
-    const cell = await openCell(path.join(groupDir, PURGED_CELL), { fs });
-    let purged: LogId | null;
-    try {
-      const bytes = await cell.read();
-      purged = bytes === null ? null : decodeOptionalLogId(bytes);
-    } finally {
-      await cell.close();
-    }
+    // Read, not opened: a scan takes no cell lock and leaves nothing behind.
+    const bytes = await peekCell(fs, path.join(groupDir, PURGED_CELL));
+    const purged: LogId | null = bytes === null ? null : decodeOptionalLogId(bytes);
     const log = await openSegmentedLog(path.join(groupDir, LOG_DIR), { fs, maxRecordBytes: options.maxEntryBytes ?? RAFT_DEFAULT_MAX_ENTRY_BYTES });
     try {
       for (let at = Math.max(log.firstIndex, nextIndex(purged)); at < log.endIndex; ) {

@@ -18,7 +18,7 @@
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
-import { readCellFile, writeCellFile, type CellState } from '../../../cells/index.js';
+import { cellValueCapacity, readCellFile, writeCellFile, type CellState } from '../../../cells/index.js';
 import { corrupt } from '../../errors.js';
 import type { FileHandle, FileSystem } from '../../fs/types.js';
 import type { ScopeKind } from '../types.js';
@@ -462,6 +462,26 @@ export class HomeBuilder {
       headValue = { head: this.old.head, headGen: this.old.headGen, headLength: this.old.headLength, headCrc: this.old.headCrc };
     } else {
       throw corrupt(`home ${this.dir}: a scope without a head`, { dir: this.dir });
+    }
+    // An inline head goes to a blob when the whole value would not fit the cell (a long name, a
+    // long commit id and many row files next to a head near INLINE_HEAD_BYTES).
+    const inline = headValue.head;
+    if (inline !== null && inline.length > 0) {
+      const rowFiles = this.#deleted ? 0 : this.#files.length;
+      const bytes = 48 + 8 * cut.length + Buffer.byteLength(this.name) + Buffer.byteLength(this.commitId) + inline.length + 32 * rowFiles;
+      if (bytes > cellValueCapacity(HOME_SLOT_BYTES)) {
+        const gen = newGen();
+        const h = await fs.open(path.join(this.dir, headFileName(gen)), 'create');
+        try {
+          await h.truncate(0);
+          await h.write(inline, 0);
+          await h.datasync();
+        } finally {
+          await h.close();
+        }
+        this.#created = true;
+        headValue = { head: null, headGen: gen, headLength: inline.length, headCrc: crc32(inline) };
+      }
     }
     try {
       // Every file written is synced, also one a truncation cut away before any cell named it (it
