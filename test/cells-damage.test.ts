@@ -9,16 +9,18 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { openCell } from '../cells/index.js';
+import { openCell, peekCell } from '../cells/index.js';
+import { decodeCell } from '../cells/format.js';
 import { ManualClock } from '../lib/clock.js';
 import { isSeglogError } from '../lib/errors.js';
 import { MemoryFs, type DiskImage } from '../lib/fs/memory.js';
-import type { FileSystem } from '../lib/fs/types.js';
+import type { FileSystem, OpenMode } from '../lib/fs/types.js';
 import { CommitBatch, FenceTiming, openFsHostStore, type FsHostStore } from '../lib/host/index.js';
 import { encodeKvCommand } from '../lib/raft/kv.js';
 import { openRaftNode } from '../lib/raft/node.js';
 import type { Entry, LogId } from '../lib/raft/types.js';
 import { openSegmentedLog } from '../segments/index.js';
+import { openPayloadStore } from '../lib/payloads/index.js';
 import { verifyDataDirectory } from '../lib/tools/verify.js';
 
 const te = new TextEncoder();
@@ -249,6 +251,28 @@ test('the fs host store: a damaged scope home state or checkpoint is CORRUPT, ne
   }
 });
 
+test('the payload store: a damaged CLOCK is CORRUPT at open, never an older store time', async () => {
+  const m = new MemoryFs({ image: { dirs: [], files: {} }, trace: false });
+  const clock = new ManualClock(1_000);
+  let store = await openPayloadStore('/p', { fs: m, clock, graceMs: 60_000 });
+  clock.advance(5_000);
+  await store.close();
+  store = await openPayloadStore('/p', { fs: m, clock, graceMs: 60_000 });
+  const before = fileOf(m, '/p/CLOCK');
+  clock.advance(50_000);
+  await store.close();
+  const image = m.currentImage();
+  const offsets = changedOffsets(before, fileOf(m, '/p/CLOCK'));
+  for (const offset of picks(offsets)) {
+    await assert.rejects(
+      openPayloadStore('/p', { fs: new MemoryFs({ image: damaged(image, '/p/CLOCK', offset), trace: false }), clock, graceMs: 60_000 }).then((s) => s.close()),
+      (err: unknown) => isCorrupt(err),
+      `a flipped byte at ${offset} of CLOCK`,
+    );
+  }
+  await expectVerifyError(damaged(image, '/p/CLOCK', offsets[0]!), '/p', '/p/CLOCK');
+});
+
 test('the fs host store: a home whose value would not fit its cell keeps its head in a blob instead', async () => {
   // The largest home value: 64 stripes (a cut of 64 positions), a 512-byte name, 128-byte commit
   // ids, a head at the inline bound and ~150 row files is more than a home cell holds.
@@ -276,4 +300,48 @@ test('the fs host store: a home whose value would not fit its cell keeps its hea
   const again = await openFsHostStore('/realm', { fs: m, clock: new ManualClock(10_000_000), timing, holderId: 'b', bootId: () => 'boot-1', checkpointIn: 'thread' });
   assert.deepEqual((await again.loadHead(scope))?.head, head);
   await again.close();
+});
+
+test('a lock-free read that meets a write in progress reads again; damage that stays is CORRUPT', async () => {
+  const S = 2048;
+  const m = new MemoryFs({ image: { dirs: ['/d'], files: {} }, trace: false });
+  const cell = await openCell('/d/c', { fs: m, slotBytes: S });
+  const states: Uint8Array[] = [];
+  for (const v of ['v1', 'v2', 'v3', 'v4']) {
+    await cell.write(te.encode(`${v} ${'x'.repeat(1500)}`));
+    states.push(fileOf(m, '/d/c'));
+  }
+  await cell.close();
+  // What a reader copying out slot 0 before the third write and slot 1 during the fourth sees:
+  // slot 0 still holding v1, slot 1 part v4 (through the middle of its second sector), part v2.
+  const straddle = Uint8Array.from(states[3]!);
+  straddle.set(states[1]!.subarray(0, S), 0);
+  straddle.set(states[1]!.subarray(S + 700, 2 * S), S + 700);
+  /** A file system whose first `reads` reads of /d/c answer `seen` instead of the file. */
+  const racing = (seen: Uint8Array, reads: number): FileSystem => {
+    let left = reads;
+    return new Proxy(m, {
+      get(target, key, receiver) {
+        if (key !== 'open') return Reflect.get(target, key, receiver);
+        return async (p: string, mode: OpenMode) => {
+          const h = await target.open(p, mode);
+          if (p !== '/d/c' || left === 0) return h;
+          left--;
+          return new Proxy(h, {
+            get(th, k, r) {
+              if (k !== 'read') return Reflect.get(th, k, r);
+              return async (into: Uint8Array, at: number) => {
+                const n = Math.max(0, Math.min(into.length, seen.length - at));
+                into.set(seen.subarray(at, at + n));
+                return n;
+              };
+            },
+          });
+        };
+      },
+    }) as FileSystem;
+  };
+  assert.throws(() => decodeCell(straddle, straddle.length, S, '/d/c'), (err: unknown) => isSeglogError(err, 'CORRUPT'));
+  assert.equal(Buffer.from((await peekCell(racing(straddle, 2), '/d/c', S))!).toString().slice(0, 2), 'v4', 'read again after the write');
+  await assert.rejects(peekCell(racing(straddle, 1000), '/d/c', S), (err: unknown) => isSeglogError(err, 'CORRUPT'), 'damage that stays');
 });
