@@ -53,7 +53,7 @@ export interface CellOptions {
   fs?: FileSystem;
   /**
    * Bytes per slot (default 4096): 64 … 256, or a multiple of 512 up to 16 MiB. The value capacity
-   * is `cellValueCapacity(slotBytes)` (3,988 bytes at the default). A file must be opened with the
+   * is `cellValueCapacity(slotBytes)` (3,984 bytes at the default). A file must be opened with the
    * slot size it was created with (INVALID otherwise).
    */
   slotBytes?: number;

@@ -19,7 +19,11 @@
 //   0   u32  magic 'SGC2' (53 47 43 32)
 //   4   u32  slotBytes the file was created with
 //   8   u32  value length (≤ capacity), or 0xFFFFFFFF: a filler (a slot that holds no value)
-//  12   ...  value, then zeros
+//  12   u32  CRC-32 of the slot's units after the first (bytes [unit, slotBytes) of the slot),
+//            seeded like the second unit; 0 in a one-unit slot. With the first unit's own check
+//            it vouches for the whole slot in two CRC calls (the read path); the per-unit checks
+//            are what tell a tear from damage when it fails.
+//  16   ...  value, then zeros
 // The first format ('SGC1', one CRC per slot, no stamps per sector) is still read (`decodeSlotV1`);
 // a writer converts such a file before its first write (cells/cell.ts).
 
@@ -33,7 +37,7 @@ export const CELL_MAGIC_V1 = 0x31434753;
 /** The sector size the crash model tears at: a unit never spans two. */
 export const SECTOR_BYTES = 512;
 export const UNIT_TRAILER_BYTES = 12;
-export const SLOT_HEADER_BYTES = 12;
+export const SLOT_HEADER_BYTES = 16;
 export const DEFAULT_SLOT_BYTES = 4096;
 /** Bounds on `slotBytes`: small enough that open's one read is cheap, large enough for a header. */
 export const MIN_SLOT_BYTES = 64;
@@ -69,15 +73,18 @@ function seedOf(fileOffset: number): number {
   return crc32(b);
 }
 
-/** Seeds by file offset, computed once per offset (a cell file has at most 2 × 32,768 units). */
-const seeds = new Map<number, number>();
-function unitSeed(fileOffset: number): number {
-  let s = seeds.get(fileOffset);
-  if (s === undefined) {
-    s = seedOf(fileOffset);
-    if (seeds.size < 1 << 16) seeds.set(fileOffset, s);
+/** The seeds of every unit of one slot, in order (kept per slot size and slot: writes reuse them). */
+const slotSeeds = new Map<number, Uint32Array>();
+function seedsOf(slotBytes: number, slot: 0 | 1): Uint32Array {
+  const key = slotBytes * 2 + slot;
+  let out = slotSeeds.get(key);
+  if (out === undefined) {
+    const unit = unitBytesOf(slotBytes);
+    out = new Uint32Array(slotBytes / unit);
+    for (let k = 0; k < out.length; k++) out[k] = seedOf(slot * slotBytes + k * unit);
+    if (slotSeeds.size < 64) slotSeeds.set(key, out);
   }
-  return s;
+  return out;
 }
 
 /**
@@ -104,11 +111,16 @@ export function encodeSlot(slotBytes: number, slot: 0 | 1, stamp: number, value:
     out.set(value!.subarray(from, from + n), k * unit + start);
     from += n;
   }
-  const base = slot * slotBytes;
-  for (let k = 0; k < units; k++) {
+  const seed = seedsOf(slotBytes, slot);
+  const lo = stamp >>> 0;
+  const hi = Math.floor(stamp / 0x100000000);
+  // Units after the first, then the slot check over them, then the first unit (which holds it).
+  for (let k = units - 1; k >= 0; k--) {
     const at = k * unit;
-    view.setBigUint64(at + payload, BigInt(stamp), true);
-    view.setUint32(at + unit - 4, crc32(out.subarray(at, at + unit - 4), unitSeed(base + at)), true);
+    view.setUint32(at + payload, lo, true);
+    view.setUint32(at + payload + 4, hi, true);
+    if (k === 0 && units > 1) view.setUint32(12, crc32(out.subarray(unit), seed[1]!), true);
+    view.setUint32(at + unit - 4, crc32(out.subarray(at, at + unit - 4), seed[k]!), true);
   }
   return out;
 }
@@ -143,6 +155,26 @@ export function decodeSlot(file: Uint8Array, slot: 0 | 1, slotBytes: number): Sl
   const payload = unit - UNIT_TRAILER_BYTES;
   const base = slot * slotBytes;
   const view = new DataView(file.buffer, file.byteOffset, file.byteLength);
+  const seed = seedsOf(slotBytes, slot);
+  const unitCheck = (k: number): boolean => {
+    const at = base + k * unit;
+    return crc32(file.subarray(at, at + unit - 4), seed[k]!) === view.getUint32(at + unit - 4, true);
+  };
+  // The stamps first (no CRC): one stamp in every unit is the common case.
+  const stamps = new Array<number>(units);
+  let uniform = true;
+  for (let k = 0; k < units; k++) {
+    const at = base + k * unit + payload;
+    const lo = view.getUint32(at, true);
+    const hi = view.getUint32(at + 4, true);
+    // A stamp is 1 … 2^53 − 1 (0 marks a unit no write put there, such as zeros).
+    stamps[k] = (lo === 0 && hi === 0) || hi >= 0x200000 ? 0 : hi * 0x100000000 + lo;
+    if (stamps[k] !== stamps[0]) uniform = false;
+  }
+  // Fast path: one stamp, the first unit's own check, and the slot check over the other units.
+  if (uniform && stamps[0]! > 0 && unitCheck(0) && (units === 1 || crc32(file.subarray(base + unit, base + slotBytes), seed[1]!) === view.getUint32(base + 12, true))) {
+    return wholeSlot(file, base, slotBytes, stamps[0]!);
+  }
   let min = Number.POSITIVE_INFINITY;
   let max = 0;
   let bad = 0;
@@ -150,19 +182,14 @@ export function decodeSlot(file: Uint8Array, slot: 0 | 1, slotBytes: number): Sl
   let firstBad = -1;
   let last: number | null = null;
   for (let k = 0; k < units; k++) {
-    const at = base + k * unit;
-    const stamp = view.getBigUint64(at + payload, true);
-    const ok =
-      stamp >= 1n &&
-      stamp <= BigInt(Number.MAX_SAFE_INTEGER) &&
-      crc32(file.subarray(at, at + unit - 4), unitSeed(at)) === view.getUint32(at + unit - 4, true);
-    if (!ok) {
+    const s = stamps[k]!;
+    if (s === 0 || !unitCheck(k)) {
       bad++;
       if (firstBad < 0) firstBad = k;
+      const at = base + k * unit;
       if (isAllZero(file.subarray(at, at + unit))) zeros++;
       continue;
     }
-    const s = Number(stamp);
     if (k === units - 1) last = s;
     if (s < min) min = s;
     if (s > max) max = s;
@@ -179,12 +206,23 @@ export function decodeSlot(file: Uint8Array, slot: 0 | 1, slotBytes: number): Sl
     return { kind: 'damaged', maxStamp: bad === units ? null : max, lastStamp: last, reason };
   }
   if (min !== max) return { kind: 'torn', minStamp: min, maxStamp: max };
+  // Every unit checks and carries one stamp, but the slot check fails: units of two writes that
+  // used one stamp (a filler written again over its own torn remnant); never a value.
+  return { kind: 'damaged', maxStamp: max, lastStamp: max, reason: 'sectors of two writes with one stamp' };
+}
+
+/** The slot at `base` once its units are known to be one write's: its header checked, its value copied out. */
+function wholeSlot(file: Uint8Array, base: number, slotBytes: number, stamp: number): SlotView {
+  const unit = unitBytesOf(slotBytes);
+  const units = slotBytes / unit;
+  const payload = unit - UNIT_TRAILER_BYTES;
+  const view = new DataView(file.buffer, file.byteOffset, file.byteLength);
   if (view.getUint32(base, true) !== CELL_MAGIC || view.getUint32(base + 4, true) !== slotBytes) {
-    return { kind: 'damaged', maxStamp: max, lastStamp: max, reason: 'a slot header that no write produced' };
+    return { kind: 'damaged', maxStamp: stamp, lastStamp: stamp, reason: 'a slot header that no write produced' };
   }
   const length = view.getUint32(base + 8, true);
-  if (length === NO_VALUE) return { kind: 'whole', stamp: max, value: null };
-  if (length > cellValueCapacity(slotBytes)) return { kind: 'damaged', maxStamp: max, lastStamp: max, reason: `length ${length} beyond the capacity` };
+  if (length === NO_VALUE) return { kind: 'whole', stamp, value: null };
+  if (length > cellValueCapacity(slotBytes)) return { kind: 'damaged', maxStamp: stamp, lastStamp: stamp, reason: `length ${length} beyond the capacity` };
   const value = new Uint8Array(length);
   let from = 0;
   for (let k = 0; k < units && from < length; k++) {
@@ -193,7 +231,7 @@ export function decodeSlot(file: Uint8Array, slot: 0 | 1, slotBytes: number): Sl
     value.set(file.subarray(base + k * unit + start, base + k * unit + start + n), from);
     from += n;
   }
-  return { kind: 'whole', stamp: max, value };
+  return { kind: 'whole', stamp, value };
 }
 
 /** A valid first-format slot at `base`, or null. */
