@@ -1,0 +1,161 @@
+// A paired A/B of the operations that write a two-slot cell, this build against another build of
+// seglog: a Raft group's `saveVote` and `saveCommitted` (the vote and committed cells), a segment
+// roll (every append of a 3,000-byte record to 4 KiB segments rolls, which writes the MANIFEST
+// cell), and a host store `acquireFence('takeover')` (the fence/state cell, opened under the fence
+// lock on every acquire).
+//
+// Owns: nothing the product uses. It is how the cost of a change to cells/ is measured: build the
+// other version (for example `git worktree add /tmp/base main && cd /tmp/base && npm ci && npm run
+// build`), then run `node dist/bench/cells-ab.js --baseline /tmp/base/dist`. Each section runs the
+// two builds in rotated order every round (bench/harness: paired rounds, sliced), so the disk's
+// drift hits both alike; the ratio is this build over the baseline, per round, then the median.
+// `--memory` runs every store on a MemoryFs instead of the disk: what is left is CPU.
+
+import { mkdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { runSection, type Variant } from './harness/runner.js';
+import { closedLoop, type Budget } from './harness/timing.js';
+
+/** The two builds' modules are loaded at run time, each from its own dist: untyped here. */
+type Any = any;
+
+interface Build {
+  id: string;
+  raft: Any;
+  clock: Any;
+  segments: Any;
+  host: Any;
+  memory: Any;
+}
+
+async function load(id: string, dist: string): Promise<Build> {
+  const at = (p: string): string => pathToFileURL(path.join(dist, p)).href;
+  return {
+    id,
+    raft: await import(at('lib/raft/node.js')),
+    clock: await import(at('lib/clock.js')),
+    segments: await import(at('segments/index.js')),
+    host: await import(at('lib/host/index.js')),
+    memory: await import(at('lib/fs/memory.js')),
+  };
+}
+
+const lid = (term: number, index: number) => ({ leaderId: { term, nodeId: 1 }, index });
+
+function fsOf(b: Build, memory: boolean): { fs?: Any } {
+  return memory ? { fs: new b.memory.MemoryFs({ trace: false }) } : {};
+}
+
+function raftVariant(b: Build, root: string, memory: boolean, which: 'saveVote' | 'saveCommitted'): Variant {
+  let node: Any;
+  let g: Any;
+  let term = 1;
+  return {
+    id: b.id,
+    label: `${which} (${b.id})`,
+    async setup() {
+      node = await b.raft.openRaftNode(path.join(root, `raft-${which}-${b.id}`), { clock: new b.clock.ManualClock(), ...fsOf(b, memory) });
+      g = await node.openGroup('g');
+      await new Promise<void>((resolve, reject) => {
+        g.log.append([{ logId: lid(1, 1), payload: { type: 'blank' } }], (err: Error | null) => (err === null ? resolve() : reject(err))).catch(reject);
+      });
+      await g.log.saveVote({ leaderId: { term: 1, nodeId: 1 }, committed: false });
+      await g.log.saveCommitted(lid(1, 1));
+    },
+    run: (budget: Budget) =>
+      closedLoop({
+        concurrency: 1,
+        budget,
+        bytesPerOp: 0,
+        op: async () => {
+          if (which === 'saveVote') await g.log.saveVote({ leaderId: { term: ++term, nodeId: 1 }, committed: false });
+          else await g.log.saveCommitted(lid(1, 1));
+        },
+      }),
+    async teardown() {
+      await node.close();
+    },
+  };
+}
+
+function rollVariant(b: Build, root: string, memory: boolean): Variant {
+  const record = new Uint8Array(3000).fill(7);
+  let run = 0;
+  return {
+    id: b.id,
+    label: `segment roll (${b.id})`,
+    budget: { maxOps: 300 },
+    async run(budget: Budget) {
+      // A fresh log per run keeps the manifest small.
+      const dir = path.join(root, `roll-${b.id}-${run++}`);
+      const extra = fsOf(b, memory);
+      if (extra.fs !== undefined) await extra.fs.mkdir(dir);
+      const log = await b.segments.openSegmentedLog(dir, { segmentBytes: 4096, ...extra });
+      try {
+        return await closedLoop({ concurrency: 1, budget, bytesPerOp: record.length, op: async () => void (await log.append([record])) });
+      } finally {
+        await log.close();
+        if (!memory) await rm(dir, { recursive: true, force: true });
+      }
+    },
+  };
+}
+
+function acquireVariant(b: Build, root: string, memory: boolean): Variant {
+  let store: Any;
+  return {
+    id: b.id,
+    label: `host acquire (${b.id})`,
+    async setup() {
+      store = await b.host.openFsHostStore(path.join(root, `realm-${b.id}`), { stripes: 2, preallocBytes: 64 * 1024, stripeFileBytes: 1 << 20, checkpointIn: 'thread', ...fsOf(b, memory) });
+    },
+    run: (budget: Budget) => closedLoop({ concurrency: 1, budget, bytesPerOp: 0, op: async () => void (await store.acquireFence('takeover')) }),
+    async teardown() {
+      await store.close();
+    },
+  };
+}
+
+async function main(argv: string[]): Promise<void> {
+  const arg = (name: string): string | undefined => {
+    const i = argv.indexOf(name);
+    return i < 0 ? undefined : argv[i + 1];
+  };
+  const baseline = arg('--baseline');
+  if (baseline === undefined) {
+    console.error('usage: node dist/bench/cells-ab.js --baseline <other build>/dist [--rounds N] [--ms N] [--slices N] [--memory]');
+    process.exitCode = 2;
+    return;
+  }
+  const rounds = Number(arg('--rounds') ?? 12);
+  const ms = Number(arg('--ms') ?? 1200);
+  const slices = Number(arg('--slices') ?? 4);
+  const memory = argv.includes('--memory');
+  const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+  const builds = [await load('baseline', path.resolve(baseline)), await load('this', here)];
+  const root = path.join(tmpdir(), `seglog-cells-ab-${process.pid}`);
+  await mkdir(root, { recursive: true });
+  try {
+    const sections: [string, Variant[]][] = [
+      ['saveVote', builds.map((b) => raftVariant(b, root, memory, 'saveVote'))],
+      ['saveCommitted', builds.map((b) => raftVariant(b, root, memory, 'saveCommitted'))],
+      ['segment roll', builds.map((b) => rollVariant(b, root, memory))],
+      ['host acquire', builds.map((b) => acquireVariant(b, root, memory))],
+    ];
+    console.log(`cells A/B on ${memory ? 'MemoryFs (CPU only)' : `the disk under ${root}`}: ${rounds} paired rounds of ${ms} ms per variant, ${slices} slices`);
+    for (const [title, variants] of sections) {
+      const r = await runSection({ id: title, title, description: '', variants, baseline: 'baseline', rounds, warmupRounds: 1, slices, budget: { durationMs: ms, maxOps: 100_000, minOps: 20 } });
+      for (const v of r.variants) {
+        const s = v.summary;
+        const ratio = v.ratio === null ? '' : `; this/baseline per round: median ${v.ratio.recordsPerSec.median.toFixed(3)} (${v.ratio.recordsPerSec.min.toFixed(2)}–${v.ratio.recordsPerSec.max.toFixed(2)})`;
+        console.log(`${title.padEnd(14)} ${v.id.padEnd(8)} ${s.opsPerSec.median.toFixed(0)} ops/s, p50 ${s.p50Us.median.toFixed(0)} µs, p99 ${s.p99Us.median.toFixed(0)} µs${ratio}`);
+      }
+    }
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await main(process.argv.slice(2));
