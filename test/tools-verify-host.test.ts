@@ -53,9 +53,7 @@ import { quietly } from './support/quietly.js';
  */
 const EXCEPTIONS = {
   standbySlot:
-    "the cell's slot that is not live: the cell reads the other slot (verify warns: a torn write or damage, exactly as for every other cell); proof: the cell reads the same value",
-  checkpointRevert:
-    'the live slot of the checkpoint cell, when the previous round it falls back to still names existing stripe files: the state a crash during the round\'s checkpoint write leaves (the homes are ahead; records are re-applied idempotently); proof: the store shows the same',
+    "a cell's older slot of several sectors: the cell reads the live slot (verify warns: a damaged older slot); proof: the cell reads the same value",
   newestTail:
     "zero-filled space past the valid end (= the published note) of a stripe's newest file: never read; verify warns as for a torn log tail; proof: the store shows the same",
   afterSeal: "a sealed stripe file's zero-filled space after its SEAL: never read; proof: the store shows the same",
@@ -176,7 +174,7 @@ class RealmMap {
       const slotBytes = rel.startsWith('scopes/') ? HOME_SLOT_BYTES : DEFAULT_SLOT_BYTES;
       const slot = Math.floor(at / slotBytes);
       if (slot !== liveSlot(bytes, slotBytes)) return 'standbySlot';
-      return rel === 'checkpoint' ? 'checkpointRevert' : null;
+      return null;
     }
     const seq = parseStripeFileName(base);
     if (seq !== null) {
