@@ -9,6 +9,7 @@
 // build`), then run `node dist/bench/cells-ab.js --baseline /tmp/base/dist`. Each section runs the
 // two builds in rotated order every round (bench/harness: paired rounds, sliced), so the disk's
 // drift hits both alike; the ratio is this build over the baseline, per round, then the median.
+// First, the cell write itself, the two builds interleaved op by op (`--pairs`, default 3,000).
 // `--memory` runs every store on a MemoryFs instead of the disk: what is left is CPU.
 
 import { mkdir, rm } from 'node:fs/promises';
@@ -28,6 +29,7 @@ interface Build {
   segments: Any;
   host: Any;
   memory: Any;
+  cells: Any;
 }
 
 async function load(id: string, dist: string): Promise<Build> {
@@ -39,6 +41,7 @@ async function load(id: string, dist: string): Promise<Build> {
     segments: await import(at('segments/index.js')),
     host: await import(at('lib/host/index.js')),
     memory: await import(at('lib/fs/memory.js')),
+    cells: await import(at('cells/index.js')),
   };
 }
 
@@ -118,6 +121,42 @@ function acquireVariant(b: Build, root: string, memory: boolean): Variant {
   };
 }
 
+/**
+ * The cell write itself (write + fdatasync), the two builds interleaved op by op (A, B, B, A, …):
+ * pairs that ran within a millisecond of each other, so the disk's drift cancels out pair by pair.
+ */
+async function interleavedWrites(builds: Build[], root: string, memory: boolean, pairs: number): Promise<void> {
+  for (const slotBytes of [4096, 8192]) {
+    const cells = await Promise.all(builds.map((b) => b.cells.openCell(path.join(root, `cell-${b.id}-${slotBytes}`), { slotBytes, ...fsForCell(b, root, memory) })));
+    const value = new Uint8Array(slotBytes === 8192 ? 1200 : 40).fill(9);
+    for (const c of cells) await c.write(value);
+    const times = cells.map(() => [] as number[]);
+    for (let i = 0; i < pairs; i++) {
+      for (const k of i % 2 === 0 ? [0, 1] : [1, 0]) {
+        const t0 = process.hrtime.bigint();
+        await cells[k].write(value);
+        times[k]!.push(Number(process.hrtime.bigint() - t0) / 1000);
+      }
+    }
+    for (const c of cells) await c.close();
+    const sorted = (t: number[]): number[] => t.slice().sort((x, y) => x - y);
+    const at = (t: number[], q: number): number => t[Math.floor(q * (t.length - 1))]!;
+    const [a, b] = [sorted(times[0]!), sorted(times[1]!)];
+    const ratios = sorted(times[1]!.map((t, i) => t / times[0]![i]!));
+    console.log(
+      `cell write ${String(slotBytes).padStart(4)} B slots: p50 baseline ${at(a, 0.5).toFixed(0)} µs, this ${at(b, 0.5).toFixed(0)} µs; ` +
+        `this/baseline per pair: median ${at(ratios, 0.5).toFixed(3)} (quartiles ${at(ratios, 0.25).toFixed(2)}–${at(ratios, 0.75).toFixed(2)}, ${pairs} pairs)`,
+    );
+  }
+}
+
+/** A cell's file system: the disk, or one MemoryFs per build with `root` made. */
+function fsForCell(b: Build, root: string, memory: boolean): { fs?: Any } {
+  if (!memory) return {};
+  const fs = new b.memory.MemoryFs({ image: { dirs: [root], files: {} }, trace: false });
+  return { fs };
+}
+
 async function main(argv: string[]): Promise<void> {
   const arg = (name: string): string | undefined => {
     const i = argv.indexOf(name);
@@ -125,7 +164,7 @@ async function main(argv: string[]): Promise<void> {
   };
   const baseline = arg('--baseline');
   if (baseline === undefined) {
-    console.error('usage: node dist/bench/cells-ab.js --baseline <other build>/dist [--rounds N] [--ms N] [--slices N] [--memory]');
+    console.error('usage: node dist/bench/cells-ab.js --baseline <other build>/dist [--rounds N] [--ms N] [--slices N] [--pairs N] [--memory]');
     process.exitCode = 2;
     return;
   }
@@ -145,6 +184,7 @@ async function main(argv: string[]): Promise<void> {
       ['host acquire', builds.map((b) => acquireVariant(b, root, memory))],
     ];
     console.log(`cells A/B on ${memory ? 'MemoryFs (CPU only)' : `the disk under ${root}`}: ${rounds} paired rounds of ${ms} ms per variant, ${slices} slices`);
+    await interleavedWrites(builds, root, memory, Number(arg('--pairs') ?? 3000));
     for (const [title, variants] of sections) {
       const r = await runSection({ id: title, title, description: '', variants, baseline: 'baseline', rounds, warmupRounds: 1, slices, budget: { durationMs: ms, maxOps: 100_000, minOps: 20 } });
       for (const v of r.variants) {
