@@ -17,8 +17,14 @@ import { measureRepeated, type SectionPlan, type Variant } from './harness/runne
 import { formatBytes, MIB } from './harness/stats.js';
 import { closedLoop, nowNs, type Budget, type RunSample } from './harness/timing.js';
 
+import type { SyncPolicy } from '../segments/sync-policy.js';
+
+// The one definition of the sync policies is the engine's (a type-only import: erased at run
+// time, so the engine is still loaded on demand below). `policyName` and `policyParam` name each
+// policy; a new policy is a compile error in them until it is named.
+export type { SyncPolicy };
+
 /** The part of the segmented log's API the benchmarks use (API.md; the brief's design card). */
-export type SyncPolicy = 'always' | 'none' | { everyBytes: number } | { everyMs: number };
 
 export interface BenchLog {
   readonly firstIndex: number;
@@ -47,13 +53,20 @@ export function policyName(p: SyncPolicy): string {
   if (p === 'always') return 'sync every append';
   if (p === 'none') return 'no sync';
   if ('everyBytes' in p) return `sync every ${formatBytes(p.everyBytes)}`;
-  return `sync every ${p.everyMs} ms`;
+  if ('everyMs' in p) return `sync every ${p.everyMs} ms`;
+  return unnamed(p);
 }
 
 function policyParam(p: SyncPolicy): string {
   if (typeof p === 'string') return p;
   if ('everyBytes' in p) return `everyBytes:${p.everyBytes}`;
-  return `everyMs:${p.everyMs}`;
+  if ('everyMs' in p) return `everyMs:${p.everyMs}`;
+  return unnamed(p);
+}
+
+/** Reached only by a policy the two functions above do not name yet: a compile error. */
+function unnamed(p: never): never {
+  throw new TypeError(`no name for sync policy ${JSON.stringify(p)}`);
 }
 
 /**

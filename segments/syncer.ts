@@ -151,7 +151,11 @@ export class Syncer {
           const due = end - this.#checkpointEnd >= CHECKPOINT_BYTES && count - this.#checkpointCount >= CHECKPOINT_RECORDS;
           if (due && this.#checkpointing === null) this.#checkpoint(seg, count, end);
         }
-        while (this.#unsynced.length > 0 && this.#unsynced[0]!.seq <= target) this.#unsynced.shift()!.durable.resolve();
+        while (this.#unsynced.length > 0 && this.#unsynced[0]!.seq <= target) {
+          const op = this.#unsynced.shift()!;
+          assert(op.seq <= this.#syncedSeq, 'an append is durable only after the sync that covers its write');
+          op.durable.resolve();
+        }
         this.maybeSync();
         if (s.pump === null) this.releaseLeaseIfIdle();
       },

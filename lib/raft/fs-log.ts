@@ -27,6 +27,7 @@ import type { Cell } from '../../cells/index.js';
 import type { SegmentedLog } from '../../segments/index.js';
 import { SeglogError, closed, corrupt, fromIo, invalid, poisoned } from '../errors.js';
 import { decodeEntry, decodeEntryLogId, encodeEntryWith, encodeOptionalLogId, encodeVote } from './codec.js';
+import { assert } from '../assert.js';
 import { deferred, type Deferred } from '../deferred.js';
 import type { GroupNames, PayloadNameIndex } from './payload-names.js';
 import type { RecordPool } from './record-pool.js';
@@ -339,6 +340,7 @@ export class FsRaftLogStorage implements RaftLogStorage {
       d.reject(this.#poisoned());
       return;
     }
+    assert(log.endIndex === expected + records.length, 'the log ends just after the entries staged (contiguous indices)');
     for (let i = 0; i < named.length; i++) {
       const digests = named[i];
       if (digests !== null && digests !== undefined) {
