@@ -12,6 +12,7 @@
 
 import { invalid } from '../lib/errors.js';
 import { isIndex } from '../lib/assert.js';
+import type { AppendOp } from './queue.js';
 
 /**
  * When appended records are made durable.
@@ -55,8 +56,11 @@ export class SyncSchedule {
     this.#everyMs = typeof policy === 'object' && 'everyMs' in policy ? policy.everyMs : 0;
   }
 
-  /** Counts a group write of `bytes` frame bytes. */
-  written(bytes: number): void {
+  /**
+   * Counts a group write: its appends, of `bytes` frame bytes in all (a policy that counts
+   * appends or records counts them here).
+   */
+  written(_group: readonly AppendOp[], bytes: number): void {
     this.#unsyncedBytes += bytes;
   }
 

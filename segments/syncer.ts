@@ -85,7 +85,7 @@ export class Syncer {
   /** A group of `ops` (`bytes` frame bytes) was written: they wait for the sync that covers it. */
   written(ops: AppendOp[], bytes: number): void {
     const seq = ++this.#writeSeq;
-    this.#s.schedule.written(bytes);
+    this.#s.schedule.written(ops, bytes);
     for (const op of ops) {
       op.written = op.records.length;
       op.seq = seq;

@@ -29,6 +29,7 @@ import { SeglogError, closed, corrupt, fromIo, invalid, poisoned } from '../erro
 import { decodeEntry, decodeEntryLogId, encodeEntryWith, encodeOptionalLogId, encodeVote } from './codec.js';
 import { assert } from '../assert.js';
 import { deferred, type Deferred } from '../deferred.js';
+import type { RaftMistakes } from './mistakes.js';
 import type { GroupNames, PayloadNameIndex } from './payload-names.js';
 import type { RecordPool } from './record-pool.js';
 import { DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_READ_ENTRIES, callBack, cloneLogId, cloneOptionalLogId, cloneVote, validateEntry, validateLogId, validateOptionalLogId, validateRange, validateVote } from './types.js';
@@ -41,22 +42,6 @@ export const FS_DEFAULT_MAX_READ_BYTES = DEFAULT_MAX_READ_BYTES;
 /** Chunk size of `tryGetLogEntries` reads. */
 const READ_CHUNK_ENTRIES = 1024;
 const READ_CHUNK_BYTES = 8 * 1024 * 1024;
-
-/**
- * Test-only switches that plant a known ordering mistake, so that the crash tests can prove they
- * catch each class. Never set outside tests; not exported from the package.
- * @internal
- */
-export interface RaftMistakes {
-  /** Call `onFlushed(null)` when the entries are staged, before the sync that covers them. */
-  flushBeforeSync?: boolean;
-  /** Write the vote cell without waiting for earlier appends to be durable. */
-  voteNotBarrier?: boolean;
-  /** Write the committed cell without waiting for earlier appends to be durable. */
-  committedBeforeLog?: boolean;
-  /** Drop the purged entries before the purged id is durable. */
-  dropBeforePurgedId?: boolean;
-}
 
 /** What a group hands its log store at open (after recovery). */
 export interface FsLogParts {
@@ -349,7 +334,7 @@ export class FsRaftLogStorage implements RaftLogStorage {
       }
     }
     this.#lastId = ids[ids.length - 1] as LogId;
-    const early = this.#mistakes.flushBeforeSync === true;
+    const early = this.#mistakes.flushBeforeSync === true; // mistakes.flushBeforeSync
     if (early) callBack(onFlushed, null);
     staged.durable.then(
       () => {
@@ -433,6 +418,7 @@ export class FsRaftLogStorage implements RaftLogStorage {
       // A barrier: every earlier write durable, then the purged id durable, before any entry goes.
       await this.#earlierDurable();
       if (this.#poison !== null) return d.reject(this.#poisoned());
+      // mistakes.dropBeforePurgedId: the entries go before the purged id is durable.
       if (this.#mistakes.dropBeforePurgedId === true && index + 1 <= log.endIndex && log.endIndex > log.firstIndex) await log.dropBefore(index + 1);
       try {
         await this.#purgedCell.write(encodeOptionalLogId(id));

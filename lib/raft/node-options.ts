@@ -9,7 +9,8 @@ import type { Clock } from '../clock.js';
 import { invalid } from '../errors.js';
 import { realFs } from '../fs/real.js';
 import type { FileSystem } from '../fs/types.js';
-import { FS_DEFAULT_MAX_READ_BYTES, FS_DEFAULT_MAX_READ_ENTRIES, type RaftMistakes } from './fs-log.js';
+import { FS_DEFAULT_MAX_READ_BYTES, FS_DEFAULT_MAX_READ_ENTRIES } from './fs-log.js';
+import type { RaftMistakes } from './mistakes.js';
 import { kvPlugin, type KvPlugin } from './kv.js';
 import type { StateMachinePlugin, StateMachinePluginFactory } from './plugin.js';
 
@@ -62,7 +63,7 @@ export interface NodeSettings<P extends StateMachinePlugin<unknown>> {
   maxReadBytes: number;
   maxEntryBytes: number;
   inlineSyncBelowMs: number;
-  /** Test-only planted mistakes (lib/crash/workloads/raft.ts); not part of the options' type. */
+  /** Test-only planted mistakes (mistakes.ts); not part of the options' type. */
   mistakes: RaftMistakes | undefined;
 }
 

@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 
 import { ManualClock } from '../../clock.js';
 import { MemoryFs, type DiskImage, type TraceEntry } from '../../fs/memory.js';
-import type { RaftMistakes } from '../../raft/fs-log.js';
+import type { RaftMistakes } from '../../raft/mistakes.js';
 import { encodeKvCommand, type KvPlugin } from '../../raft/kv.js';
 import { openRaftNode, type RaftGroup, type RaftNode } from '../../raft/node.js';
 import { compareLogId, compareVote, logIdEquals, type Entry, type LogId, type Vote } from '../../raft/types.js';
