@@ -3,7 +3,7 @@
 // Parses the import statements (static `import`/`export ... from`, side-effect `import '...'`,
 // dynamic `import('...')`, and `new URL('...', import.meta.url)` loads) of every .ts file under
 // lib/, segments/, cells/, bench/ and bin/, and fails when one runs from a lower layer to a higher
-// one. The layers, lowest first (docs/crash-safety.md, "Layers", says why):
+// one. The layers, lowest first (docs/layers.md says what each holds):
 //   0 base      the files directly under lib/ (errors, assert, clock, deferred): leaf helpers
 //   1 fs        lib/fs/
 //   2 primitive cells/, segments/
