@@ -19,6 +19,7 @@
 //   are not read until a read needs them.
 
 import { lockDirectory } from '../lib/fs/lock.js';
+import { makeDirectories } from '../lib/fs/make-dirs.js';
 import * as path from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { assert, isIndex } from '../lib/assert.js';
@@ -50,13 +51,9 @@ export async function openSegmentedLog(dir: string, options: SegmentedLogOptions
   const fs = config.fs;
   // Directories this call creates must be made durable in their parents (a new directory is an
   // entry of its parent): the new-log path syncs them before its first manifest.
-  const created: string[] = [];
+  let created: string[];
   try {
-    for (let d = path.resolve(dir); (await fs.stat(d)) === null; d = path.dirname(d)) {
-      created.push(d);
-      if (path.dirname(d) === d) break;
-    }
-    await fs.mkdir(dir);
+    created = await makeDirectories(fs, dir);
   } catch (err) {
     throw fromIo(err, 'create log directory', dir);
   }

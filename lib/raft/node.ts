@@ -20,6 +20,7 @@
 // - One open node per directory (LOCK, try-locked: LOCKED otherwise).
 
 import { lockDirectory } from '../fs/lock.js';
+import { makeDirectories } from '../fs/make-dirs.js';
 import * as path from 'node:path';
 
 import { closed, fromIo } from '../errors.js';
@@ -63,13 +64,8 @@ export interface RaftNode<P extends StateMachinePlugin<unknown> = KvPlugin> {
 export async function openRaftNode<P extends StateMachinePlugin<unknown> = KvPlugin>(dir: string, options: RaftNodeOptions<P> = {}): Promise<RaftNode<P>> {
   const settings = parseNodeOptions(dir, options);
   const fs = settings.fs;
-  const created: string[] = [];
   try {
-    for (let d = path.resolve(dir); (await fs.stat(d)) === null; d = path.dirname(d)) {
-      created.push(d);
-      if (path.dirname(d) === d) break;
-    }
-    await fs.mkdir(dir);
+    const created = await makeDirectories(fs, dir);
     // A directory this open made is an entry of its parent: durable only after the parent's sync.
     for (const d of created) await fs.syncDir(path.dirname(d));
   } catch (err) {
