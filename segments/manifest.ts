@@ -17,7 +17,7 @@ export interface ManifestCell {
 /**
  * Slot size of the manifest cell (the file is two slots). A manifest of n segments takes
  * 24 + 16n bytes, so 8 KiB holds 508 segments (32 GiB of live log at the default segment size);
- * near that the log stops rolling and lets its last segment grow (log.ts `#canAddSegment`).
+ * near that the log stops rolling and lets its last segment grow (structure.ts `canAddSegment`, writer.ts).
  */
 export const MANIFEST_SLOT_BYTES = 8192;
 
