@@ -17,8 +17,14 @@ import { measureRepeated, type SectionPlan, type Variant } from './harness/runne
 import { formatBytes, MIB } from './harness/stats.js';
 import { closedLoop, nowNs, type Budget, type RunSample } from './harness/timing.js';
 
+import type { SyncPolicy } from '../segments/sync-policy.js';
+
+// The one definition of the sync policies is the engine's (a type-only import: erased at run
+// time, so the engine is still loaded on demand below). `policyName` and `policyParam` name each
+// policy; a new policy is a compile error in them until it is named.
+export type { SyncPolicy };
+
 /** The part of the segmented log's API the benchmarks use (API.md; the brief's design card). */
-export type SyncPolicy = 'always' | 'none' | { everyBytes: number } | { everyMs: number };
 
 export interface BenchLog {
   readonly firstIndex: number;
@@ -47,13 +53,20 @@ export function policyName(p: SyncPolicy): string {
   if (p === 'always') return 'sync every append';
   if (p === 'none') return 'no sync';
   if ('everyBytes' in p) return `sync every ${formatBytes(p.everyBytes)}`;
-  return `sync every ${p.everyMs} ms`;
+  if ('everyMs' in p) return `sync every ${p.everyMs} ms`;
+  return unnamed(p);
 }
 
 function policyParam(p: SyncPolicy): string {
   if (typeof p === 'string') return p;
   if ('everyBytes' in p) return `everyBytes:${p.everyBytes}`;
-  return `everyMs:${p.everyMs}`;
+  if ('everyMs' in p) return `everyMs:${p.everyMs}`;
+  return unnamed(p);
+}
+
+/** Reached only by a policy the two functions above do not name yet: a compile error. */
+function unnamed(p: never): never {
+  throw new TypeError(`no name for sync policy ${JSON.stringify(p)}`);
 }
 
 /**
@@ -105,6 +118,11 @@ export function engineAppendVariant(o: {
   return v;
 }
 
+/** How a section of this file is run: the suite's rounds, warm-up, slices and budget. */
+function pacing(cfg: SuiteConfig): Pick<SectionPlan, 'rounds' | 'warmupRounds' | 'slices' | 'budget'> {
+  return { rounds: cfg.rounds, warmupRounds: cfg.warmupRounds, slices: cfg.slices, budget: cfg.budget };
+}
+
 /** The flush-granularity section of `seglog bench fsync`: every policy at each concurrency. */
 export function granularitySection(cfg: SuiteConfig, open: OpenLog): SectionPlan {
   const size = 256;
@@ -152,10 +170,7 @@ export function granularitySection(cfg: SuiteConfig, open: OpenLog): SectionPlan
       'Under "sync every 64 KiB", "sync every 5 ms" and "no sync" an append resolves once written, before its sync: ' +
         'those latencies are acknowledgement latencies, not durable ones; a crash may lose up to the policy\'s window.',
     ],
-    rounds: cfg.rounds,
-    warmupRounds: cfg.warmupRounds,
-    slices: cfg.slices,
-    budget: cfg.budget,
+    ...pacing(cfg),
   };
 }
 
@@ -193,10 +208,7 @@ export function durableSmallSection(cfg: SuiteConfig, open: OpenLog): SectionPla
       'empty each run, then `fdatasync`, repeated.',
     variants,
     baseline: 'raw-256',
-    rounds: cfg.rounds,
-    warmupRounds: cfg.warmupRounds,
-    slices: cfg.slices,
-    budget: cfg.budget,
+    ...pacing(cfg),
   };
 }
 
@@ -223,10 +235,7 @@ export function durableLargeSection(cfg: SuiteConfig, open: OpenLog): SectionPla
       }),
     ],
     baseline: 'raw-1mib',
-    rounds: cfg.rounds,
-    warmupRounds: cfg.warmupRounds,
-    slices: cfg.slices,
-    budget: cfg.budget,
+    ...pacing(cfg),
   };
 }
 
@@ -267,46 +276,46 @@ export async function openTimeMeasurement(o: {
     summary: { median: buildMs, min: buildMs, max: buildMs, n: 1 },
     notes: [`${((o.totalBytes / MIB) / (buildMs / 1000)).toFixed(0)} MiB/s (sync 'none', ${batch} records per append, fdatasync at the end).`],
   };
-  let handle: BenchLog | null = null;
-  let firstOk = true;
-  const open = await measureRepeated({
+  /** Opens the log, reads one record (`pick`), checks it (`ok`); `warning` is noted when a check fails. */
+  const measureOpen = async (m: { id: string; label: string; note: string; pick: (l: BenchLog) => number; ok: (l: BenchLog, got: Uint8Array[]) => boolean; warning: string }): Promise<Measurement> => {
+    let handle: BenchLog | null = null;
+    let allOk = true;
+    const measured = await measureRepeated({
+      id: m.id,
+      label: m.label,
+      runs: o.runs,
+      warmup: 1,
+      params,
+      notes: [m.note],
+      fn: async () => {
+        handle = await o.open(o.dir);
+        const got = await handle.read(m.pick(handle), 1);
+        if (!m.ok(handle, got)) allOk = false;
+      },
+      after: async () => {
+        const h = handle as BenchLog | null;
+        if (h !== null) await h.close();
+        handle = null;
+      },
+    });
+    if (!allOk) measured.notes.push(m.warning);
+    return measured;
+  };
+  const open = await measureOpen({
     id: 'open-log',
     label: `openSegmentedLog + read of the first record, ${formatBytes(o.totalBytes)} log`,
-    runs: o.runs,
-    warmup: 1,
-    params,
-    notes: ['page cache warm (the log was just written or opened); a cold-cache open after a reboot reads more from disk.'],
-    fn: async () => {
-      handle = await o.open(o.dir);
-      const first = await handle.read(handle.firstIndex, 1);
-      if (first.length !== 1 || handle.endIndex - handle.firstIndex !== count) firstOk = false;
-    },
-    after: async () => {
-      const h = handle as BenchLog | null;
-      if (h !== null) await h.close();
-      handle = null;
-    },
+    note: 'page cache warm (the log was just written or opened); a cold-cache open after a reboot reads more from disk.',
+    pick: (l) => l.firstIndex,
+    ok: (l, first) => first.length === 1 && l.endIndex - l.firstIndex === count,
+    warning: 'WARNING: the reopened log did not hold every record built, or its first read came back empty.',
   });
-  if (!firstOk) open.notes.push('WARNING: the reopened log did not hold every record built, or its first read came back empty.');
-  let lastOk = true;
-  const openLast = await measureRepeated({
+  const openLast = await measureOpen({
     id: 'open-log-read-last',
     label: `openSegmentedLog + read of the last record, ${formatBytes(o.totalBytes)} log`,
-    runs: o.runs,
-    warmup: 1,
-    params,
-    notes: ['not a target: shows whether open defers work that the first read of a late segment then pays.'],
-    fn: async () => {
-      handle = await o.open(o.dir);
-      const last = await handle.read(handle.endIndex - 1, 1);
-      if (last.length !== 1 || last[0]?.length !== o.recordSize) lastOk = false;
-    },
-    after: async () => {
-      const h = handle as BenchLog | null;
-      if (h !== null) await h.close();
-      handle = null;
-    },
+    note: 'not a target: shows whether open defers work that the first read of a late segment then pays.',
+    pick: (l) => l.endIndex - 1,
+    ok: (_l, last) => last.length === 1 && last[0]?.length === o.recordSize,
+    warning: 'WARNING: the last record did not read back at its size.',
   });
-  if (!lastOk) openLast.notes.push('WARNING: the last record did not read back at its size.');
   return { build, open, openLast };
 }

@@ -1,8 +1,11 @@
 // segments/: the segmented log primitive (`openSegmentedLog`). See ./log.ts for its guarantees,
-// docs/format.md (segmented log) for its bytes and docs/crash-safety.md (segmented log) for the crash argument.
-// Re-exports the public part.
+// ./README.md for the modules behind it, docs/format.md (segmented log) for its bytes and
+// docs/crash-safety.md (segmented log) for the crash argument. Re-exports the public part.
 
-export { openSegmentedLog, DEFAULT_SEGMENT_BYTES, DEFAULT_MAX_RECORD_BYTES } from './log.js';
-export type { SegmentedLog, SegmentedLogOptions, SegmentedLogStats, SyncPolicy } from './log.js';
+export { openSegmentedLog } from './log.js';
+export { DEFAULT_SEGMENT_BYTES, DEFAULT_MAX_RECORD_BYTES } from './options.js';
+export type { SegmentedLogOptions } from './options.js';
+export type { SyncPolicy } from './sync-policy.js';
+export type { SegmentedLog, SegmentedLogStats } from './types.js';
 export { FdCache, defaultFdCache } from './fd-cache.js';
 export type { FdCacheOptions } from './fd-cache.js';

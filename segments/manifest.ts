@@ -18,7 +18,7 @@ export interface ManifestCell {
  * Slot size of the manifest cell (the file is two slots). A manifest of n segments takes
  * 24 + 16n bytes, so 8 KiB slots (7,984 bytes of value) hold 497 segments (31 GiB of live log at
  * the default segment size); near that the log stops rolling and lets its last segment grow
- * (log.ts `#canAddSegment`).
+ * (structure.ts `canAddSegment`, writer.ts).
  */
 export const MANIFEST_SLOT_BYTES = 8192;
 

@@ -9,7 +9,10 @@
 // - nothing shows that was never issued, and nothing that showed before is gone;
 // - no batch of a superseded writer shows whose commit started after the acquire that superseded
 //   it (ledger times are CLOCK_MONOTONIC, which every process on the machine shares);
-// - a second open shows the same.
+// - a second open shows the same;
+// - a batch that did not show at the last check never shows later unless it began after that
+//   check: what a load answered about a dead writer's batch in flight is its fate for good (the
+//   next round's takeover must not make it appear).
 // Every eighth round of a lane runs one writer, killed only after a checkpoint round (on the
 // writer's worker thread) has moved the lane's checkpoint, or after CHECKPOINT_WAIT_MS: so kills
 // land after and inside rounds however slow the machine, and rounds are sure to run.
@@ -128,6 +131,8 @@ interface Begun {
   scopes: string[];
   at: number;
   holder: string;
+  /** The round of the lane whose writer began it. */
+  round: number;
 }
 
 /** What one realm has shown and what its writers' ledgers say, across rounds. */
@@ -139,10 +144,10 @@ class Lane {
   visible = new Map<string, string[]>(SCOPES.map((s) => [s.name, []]));
   stats = { acks: 0, lines: 0, fenced: 0, rounds: 0, checkpointRounds: 0, checkpointsSeen: 0 };
 
-  absorb(w: Writer): void {
+  absorb(w: Writer, round: number): void {
     this.stats.lines += w.ledger.length;
     for (const e of w.ledger) {
-      if (e.t === 'begin') this.begun.set(e['id'] as string, { scopes: e['scopes'] as string[], at: e['at'] as number, holder: w.holder });
+      if (e.t === 'begin') this.begun.set(e['id'] as string, { scopes: e['scopes'] as string[], at: e['at'] as number, holder: w.holder, round });
       if (e.t === 'ack') {
         this.acked.add(e['id'] as string);
         this.stats.acks++;
@@ -188,7 +193,7 @@ class Lane {
     return out;
   }
 
-  async check(dir: string): Promise<void> {
+  async check(dir: string, round: number): Promise<void> {
     const store = await openFsHostStore(dir, { holderId: 'checker' });
     const seen = await this.observe(store);
     const other = await openFsHostStore(dir, { holderId: 'checker-2' });
@@ -199,6 +204,10 @@ class Lane {
     for (const [scope, ids] of seen) {
       const before = this.visible.get(scope)!;
       assert.deepEqual(ids.slice(0, before.length), before, `${scope}: what showed before is gone or reordered`);
+      for (const id of ids.slice(before.length)) {
+        const b = this.begun.get(id);
+        assert.ok(b === undefined || b.round === round, `${scope}: batch ${id}, begun in round ${b?.round} and not shown by the check after that round, shows after round ${round}`);
+      }
       for (const id of ids) {
         if (!where.has(id)) where.set(id, new Set());
         where.get(id)!.add(scope);
@@ -280,9 +289,9 @@ async function runLane(writer: string, root: string, lane: number, seed: number,
         const all = writers.map((x) => `--- ${x.holder} (pid ${x.pid}):\n${x.stderr() || '(nothing)'}`).join('\n');
         throw new Error(`writer ${w.holder} failed (this process: pid ${process.pid}); what the writers printed:\n${all}`);
       }
-      state.absorb(w);
+      state.absorb(w, round);
     }
-    await state.check(dir);
+    await state.check(dir, round);
   }
   return { kills, lane: state, early, duringWork };
 }

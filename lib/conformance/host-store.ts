@@ -437,22 +437,6 @@ for (const when of ['before', 'during', 'after'] as const) {
       update(X, 1, { head: b('x2'), append: rowsOf('x-row-1', 'x-row-2') }),
       update(Y, 1, { head: b('y2'), append: rowsOf('y-row-0') }),
     ]);
-    if (when === 'after') await a.commit(B);
-    if (when === 'during') {
-      const stall = await realm.stall(a);
-      a.commit(B).catch(noop);
-      await within(stall.reached, settings.deadline, 'the stalled commit');
-      await realm.kill(a);
-      await stall.release();
-    } else {
-      await realm.kill(a);
-    }
-    // The next process waits out the dead writer's lease, then acquires.
-    const next = await realm.open();
-    await realm.lapse();
-    const grant = await next.acquireFence('exclusive');
-    assert.ok(grant.token > token);
-    assert.equal(grant.supersededLease, 0, 'a lapsed lease is not live');
     const without = {
       x: { version: 1, commitId: `kill-${when}-setup`, head: 'x1', rows: ['x-row-0'] },
       y: { version: 1, commitId: `kill-${when}-setup`, head: 'y1', rows: [] },
@@ -465,7 +449,27 @@ for (const when of ['before', 'during', 'after'] as const) {
       { scope: X, before: without.x, after: withB.x },
       { scope: Y, before: without.y, after: withB.y },
     ];
+    if (when === 'after') await a.commit(B);
+    if (when === 'during') {
+      const stall = await realm.stall(a);
+      a.commit(B).catch(noop);
+      await within(stall.reached, settings.deadline, 'the stalled commit');
+      await realm.kill(a);
+      await stall.release();
+    } else {
+      await realm.kill(a);
+    }
+    // A load from a new process before anyone acquires fixes the dead writer's batch for good: the
+    // loads after the next acquire must show it the same way.
+    const early = await wholeOrNone([await realm.open()], scopes, `kill ${when}, a load before the next acquire`);
+    // The next process waits out the dead writer's lease, then acquires.
+    const next = await realm.open();
+    await realm.lapse();
+    const grant = await next.acquireFence('exclusive');
+    assert.ok(grant.token > token);
+    assert.equal(grant.supersededLease, 0, 'a lapsed lease is not live');
     const landed = await wholeOrNone([next, await realm.open()], scopes, `kill ${when}`);
+    assert.equal(landed, early, `kill ${when}: a load before the next acquire showed the batch ${early ? '' : 'not '}landed, the loads after it ${landed ? '' : 'not '}landed`);
     if (when === 'before') assert.equal(landed, false, 'a batch never sent is not visible');
     if (when === 'after') assert.equal(landed, true, 'an acknowledged batch survives the kill');
     // Settle the way Core does: the head's commit id tells whether the batch landed; then the next

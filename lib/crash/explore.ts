@@ -20,6 +20,7 @@
 // stopping at its first N states.
 
 import type { DiskImage, TraceEntry } from '../fs/memory.js';
+import { seededRandom } from './determinism.js';
 import { ReplayModel, isFileUnit, sectorsOf, type FileUnit, type Tear, type Unit } from './model.js';
 
 export type CrashFamily = 'durable' | 'all' | 'omit-one' | 'torn' | 'subset' | 'random' | 'torn-subset';
@@ -129,18 +130,6 @@ export interface ExploreResult {
   readonly exhaustive: boolean;
   readonly violations: readonly CrashViolation[];
   readonly elapsedMs: number;
-}
-
-/** mulberry32: a small, fast, seeded generator (deterministic across platforms). */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const MUTATING = new Set<TraceEntry['kind']>(['write', 'writev', 'truncate', 'datasync', 'sync', 'syncDir']);
@@ -298,7 +287,7 @@ export async function exploreCrashStates(options: ExploreOptions): Promise<Explo
   const samples = options.samplesPerPoint ?? 24;
   const maxViolations = options.maxViolations ?? 10;
   const tornWrites = options.tornWrites ?? true;
-  const rng = random(options.seed ?? 1);
+  const rng = seededRandom(options.seed ?? 1);
   const model = new ReplayModel(options.initial, trace);
   const points = crashPoints(trace, options.points ?? 'every-op');
   const seen = new Set<string>();

@@ -26,18 +26,20 @@ export interface AckCheckOptions {
   dependsOn?: (marker: TraceEntry, op: TraceEntry) => boolean;
 }
 
-export interface AckViolation {
-  readonly marker: TraceEntry;
-  /** The operations the marker depends on that were not durable when it was recorded. */
+/** What a finding of the linear pass lists: the operations not durable when they had to be. */
+interface UnsyncedFinding {
   readonly unsynced: readonly TraceEntry[];
   readonly description: string;
 }
 
-export interface RenameBeforeSync {
+/** `unsynced`: the operations the marker depends on that were not durable when it was recorded. */
+export interface AckViolation extends UnsyncedFinding {
+  readonly marker: TraceEntry;
+}
+
+/** `unsynced`: the writes/truncates of the renamed file not yet synced at the rename. */
+export interface RenameBeforeSync extends UnsyncedFinding {
   readonly entry: TraceEntry;
-  /** The writes/truncates of the renamed file not yet synced at the rename. */
-  readonly unsynced: readonly TraceEntry[];
-  readonly description: string;
 }
 
 export interface AckCheckResult {

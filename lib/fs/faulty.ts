@@ -10,7 +10,9 @@
 //   (closing a handle resolves: it is already closed), held calls reject without running, every
 //   inner handle is closed (so its locks are released), and nothing issued after the cut reaches
 //   the inner file system. A call already running in the inner layer at the cut may still land
-//   there (as a real write in the kernel would), but its caller sees 'ESEVERED'.
+//   there (as a real write in the kernel would), but its caller sees 'ESEVERED'; `sever()`
+//   resolves only once every such call has settled, so that after it nothing more of the dead
+//   process lands (as after a real process's death).
 // - Rules are checked in the order they were added; the first that picks a call fails it.
 
 import * as posix from 'node:path/posix';
@@ -176,6 +178,8 @@ export class FaultyFs implements FileSystem {
   #pauses: ActivePause[] = [];
   #severed = false;
   readonly #handles = new Set<FaultyHandle>();
+  /** Calls running in the inner layer now (a sever waits for them). */
+  readonly #running = new Set<Promise<unknown>>();
 
   constructor(inner: FileSystem) {
     this.inner = inner;
@@ -216,6 +220,7 @@ export class FaultyFs implements FileSystem {
     for (const p of this.#pauses.splice(0)) p.kill(errnoError('ESEVERED', 'held', '', 'the process was killed'));
     const handles = [...this.#handles];
     this.#handles.clear();
+    await Promise.allSettled([...this.#running]);
     await Promise.all(handles.map((h) => h.die()));
   }
 
@@ -244,7 +249,14 @@ export class FaultyFs implements FileSystem {
       }
       throw errnoError(r.error ?? (r.shortWrite !== undefined ? 'ENOSPC' : 'EIO'), call.kind, call.path, 'injected');
     }
-    const result = await op();
+    const running = op();
+    this.#running.add(running);
+    let result: T;
+    try {
+      result = await running;
+    } finally {
+      this.#running.delete(running);
+    }
     if (this.#severed) throw errnoError('ESEVERED', call.kind, call.path);
     return result;
   }

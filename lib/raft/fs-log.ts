@@ -27,48 +27,21 @@ import type { Cell } from '../../cells/index.js';
 import type { SegmentedLog } from '../../segments/index.js';
 import { SeglogError, closed, corrupt, fromIo, invalid, poisoned } from '../errors.js';
 import { decodeEntry, decodeEntryLogId, encodeEntryWith, encodeOptionalLogId, encodeVote } from './codec.js';
+import { assert } from '../assert.js';
+import { deferred, type Deferred } from '../deferred.js';
+import type { RaftMistakes } from './mistakes.js';
 import type { GroupNames, PayloadNameIndex } from './payload-names.js';
 import type { RecordPool } from './record-pool.js';
-import {
-  cloneLogId,
-  cloneOptionalLogId,
-  cloneVote,
-  validateEntry,
-  validateLogId,
-  validateOptionalLogId,
-  validateRange,
-  validateVote,
-  type Entry,
-  type LogId,
-  type LogState,
-  type RaftLogReader,
-  type RaftLogStorage,
-  type Vote,
-} from './types.js';
+import { DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_READ_ENTRIES, callBack, cloneLogId, cloneOptionalLogId, cloneVote, validateEntry, validateLogId, validateOptionalLogId, validateRange, validateVote } from './types.js';
+import type { Entry, LogId, LogState, RaftLogReader, RaftLogStorage, Vote } from './types.js';
 
-/** Default cap on the entries one `limitedGetLogEntries` answers. */
-export const FS_DEFAULT_MAX_READ_ENTRIES = 1024;
+/** Default cap on the entries one `limitedGetLogEntries` answers (the same as the memory store's). */
+export const FS_DEFAULT_MAX_READ_ENTRIES = DEFAULT_MAX_READ_ENTRIES;
 /** Default cap on the record bytes one `limitedGetLogEntries` answers past its first entry. */
-export const FS_DEFAULT_MAX_READ_BYTES = 4 * 1024 * 1024;
+export const FS_DEFAULT_MAX_READ_BYTES = DEFAULT_MAX_READ_BYTES;
 /** Chunk size of `tryGetLogEntries` reads. */
 const READ_CHUNK_ENTRIES = 1024;
 const READ_CHUNK_BYTES = 8 * 1024 * 1024;
-
-/**
- * Test-only switches that plant a known ordering mistake, so that the crash tests can prove they
- * catch each class. Never set outside tests; not exported from the package.
- * @internal
- */
-export interface RaftMistakes {
-  /** Call `onFlushed(null)` when the entries are staged, before the sync that covers them. */
-  flushBeforeSync?: boolean;
-  /** Write the vote cell without waiting for earlier appends to be durable. */
-  voteNotBarrier?: boolean;
-  /** Write the committed cell without waiting for earlier appends to be durable. */
-  committedBeforeLog?: boolean;
-  /** Drop the purged entries before the purged id is durable. */
-  dropBeforePurgedId?: boolean;
-}
 
 /** What a group hands its log store at open (after recovery). */
 export interface FsLogParts {
@@ -90,33 +63,6 @@ export interface FsLogParts {
   /** Recycled buffers for large records (shared by the node's groups). */
   pool: RecordPool;
   mistakes?: RaftMistakes;
-}
-
-interface Deferred<T> {
-  promise: Promise<T>;
-  resolve: (v: T) => void;
-  reject: (err: unknown) => void;
-}
-
-function deferred<T>(): Deferred<T> {
-  let resolve!: (v: T) => void;
-  let reject!: (err: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
-
-/** Calls a user callback; a throw is the caller's bug: re-raised outside the store. */
-function callBack(fn: (err: Error | null) => void, err: Error | null): void {
-  try {
-    fn(err);
-  } catch (thrown) {
-    queueMicrotask(() => {
-      throw thrown;
-    });
-  }
 }
 
 function asError(err: unknown): Error {
@@ -379,6 +325,7 @@ export class FsRaftLogStorage implements RaftLogStorage {
       d.reject(this.#poisoned());
       return;
     }
+    assert(log.endIndex === expected + records.length, 'the log ends just after the entries staged (contiguous indices)');
     for (let i = 0; i < named.length; i++) {
       const digests = named[i];
       if (digests !== null && digests !== undefined) {
@@ -387,7 +334,7 @@ export class FsRaftLogStorage implements RaftLogStorage {
       }
     }
     this.#lastId = ids[ids.length - 1] as LogId;
-    const early = this.#mistakes.flushBeforeSync === true;
+    const early = this.#mistakes.flushBeforeSync === true; // mistakes.flushBeforeSync
     if (early) callBack(onFlushed, null);
     staged.durable.then(
       () => {
@@ -427,19 +374,26 @@ export class FsRaftLogStorage implements RaftLogStorage {
       const removed = this.#names.takeFrom(at);
       this.#version++;
       this.#lastId = undefined;
-      const p = log.truncateAfter(at);
-      this.#trackLog(p);
-      p.then(
-        () => {
-          // Only now, with the cut durable, may the payloads these records named be collected.
-          for (const digests of removed) this.#index.remove(digests);
-          d.resolve();
-        },
-        (err: unknown) => d.reject(err),
-      );
+      this.#removeNamesWhenDurable(log.truncateAfter(at), removed, d);
       return undefined;
     });
     return d.promise;
+  }
+
+  /**
+   * Tracks `change`, a removal of log records; once it is durable — only then may the payloads
+   * the removed records named be collected — takes their names out of the node's index and
+   * resolves `d` (or rejects it with the change's error).
+   */
+  #removeNamesWhenDurable(change: Promise<void>, removed: readonly (readonly string[])[], d: Deferred<void>): void {
+    this.#trackLog(change);
+    change.then(
+      () => {
+        for (const digests of removed) this.#index.remove(digests);
+        d.resolve();
+      },
+      (err: unknown) => d.reject(err),
+    );
   }
 
   purge(logId: LogId): Promise<void> {
@@ -464,6 +418,7 @@ export class FsRaftLogStorage implements RaftLogStorage {
       // A barrier: every earlier write durable, then the purged id durable, before any entry goes.
       await this.#earlierDurable();
       if (this.#poison !== null) return d.reject(this.#poisoned());
+      // mistakes.dropBeforePurgedId: the entries go before the purged id is durable.
       if (this.#mistakes.dropBeforePurgedId === true && index + 1 <= log.endIndex && log.endIndex > log.firstIndex) await log.dropBefore(index + 1);
       try {
         await this.#purgedCell.write(encodeOptionalLogId(id));
@@ -480,14 +435,7 @@ export class FsRaftLogStorage implements RaftLogStorage {
       if (log.endIndex <= log.firstIndex) p = log.firstIndex === next ? resolved : log.reset(next);
       else if (next > log.endIndex) p = log.reset(next);
       else p = log.dropBefore(next);
-      this.#trackLog(p);
-      p.then(
-        () => {
-          for (const digests of removed) this.#index.remove(digests);
-          d.resolve();
-        },
-        (err: unknown) => d.reject(err),
-      );
+      this.#removeNamesWhenDurable(p, removed, d);
       // Later writes may issue now: the segmented log orders them after the drop.
       return undefined;
     });

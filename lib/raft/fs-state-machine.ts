@@ -30,26 +30,10 @@ import type { FileHandle, FileSystem } from '../fs/types.js';
 import { decodeEntry, encodeEntry } from './codec.js';
 import { parseSnapshotFileName, parseSnapshotTempName, snapshotFileName, snapshotTempName } from './fs-layout.js';
 import type { PluginReply, StateMachinePlugin, StateMachinePluginFactory } from './plugin.js';
-import { BufferedFileWriter, FileStream } from './snapshot-files.js';
-import { encodeSnapshotHeader, readSnapshotStream, writeSnapshotStream } from './snapshot-format.js';
-import {
-  cloneLogId,
-  cloneOptionalLogId,
-  cloneSnapshotMeta,
-  cloneStoredMembership,
-  emptyStoredMembership,
-  isWellFormed,
-  validateEntry,
-  validateSnapshotMeta,
-  type Entry,
-  type LogId,
-  type RaftSnapshotBuilder,
-  type RaftStateMachine,
-  type Snapshot,
-  type SnapshotMeta,
-  type SnapshotSink,
-  type StoredMembership,
-} from './types.js';
+import { BufferedFileWriter, FileStream, FsSnapshotSink } from './snapshot-files.js';
+import { newPlugin, restoreSnapshot, snapshotIdFor, writeSnapshotStream } from './snapshot-format.js';
+import { cloneLogId, cloneOptionalLogId, cloneSnapshotMeta, cloneStoredMembership, emptyStoredMembership, validateEntry, validateSnapshotMeta } from './types.js';
+import type { Entry, LogId, RaftSnapshotBuilder, RaftStateMachine, Snapshot, SnapshotMeta, SnapshotSink, StoredMembership } from './types.js';
 
 /** Journal records replayed per read at open. */
 const REPLAY_CHUNK_ENTRIES = 256;
@@ -79,95 +63,6 @@ export interface FsStateMachineOptions<P extends StateMachinePlugin<unknown>> {
   maxRecordBytes: number;
   /** Passed to the journal's segmented log (SegmentedLogOptions.inlineSyncBelowMs). */
   inlineSyncBelowMs?: number;
-}
-
-/**
- * A fresh plugin from `factory`; INVALID unless its name is a non-empty well-formed string (every
- * snapshot records the name, and one that does not survive UTF-8 would never match again).
- */
-function newPlugin<P extends StateMachinePlugin<unknown>>(factory: StateMachinePluginFactory<P>): P {
-  const plugin = factory();
-  if (typeof plugin?.name !== 'string' || plugin.name.length === 0 || !isWellFormed(plugin.name)) {
-    throw invalid(`a state machine plugin needs a non-empty, well-formed name, got ${JSON.stringify(plugin?.name)}`);
-  }
-  return plugin;
-}
-
-/**
- * Reads a snapshot stream into a fresh plugin: checks the plugin name (INVALID), the embedded
- * metadata against `expect` when given (INVALID), restores, and checks the end marker, the
- * checksum and that the plugin read everything (CORRUPT) before answering.
- */
-async function restoreSnapshot<P extends StateMachinePlugin<unknown>>(
-  factory: StateMachinePluginFactory<P>,
-  source: AsyncIterable<Uint8Array>,
-  expect: SnapshotMeta | null,
-): Promise<{ plugin: P; meta: SnapshotMeta }> {
-  const plugin = newPlugin(factory);
-  const reader = await readSnapshotStream(source);
-  if (reader.header.plugin !== plugin.name) {
-    throw invalid(`snapshot was written by plugin ${JSON.stringify(reader.header.plugin)}, this state machine runs ${JSON.stringify(plugin.name)}`);
-  }
-  if (expect !== null) {
-    const want = encodeSnapshotHeader({ plugin: plugin.name, meta: expect });
-    const got = encodeSnapshotHeader(reader.header);
-    if (Buffer.compare(want, got) !== 0) throw invalid('snapshot bytes carry other metadata than the meta given to installSnapshot');
-  }
-  try {
-    await plugin.restore(reader.body);
-  } catch (err) {
-    // A restore that failed on damaged framing reports the framing; anything else passes through.
-    await reader.finish();
-    throw err;
-  }
-  const { leftover } = await reader.finish();
-  if (leftover > 0) throw corrupt(`plugin ${plugin.name} left ${leftover} snapshot bytes unread`);
-  return { plugin, meta: reader.header.meta };
-}
-
-function snapshotIdFor(lastLogId: LogId | null, seq: number): string {
-  const at = lastLogId === null ? 'none' : `${lastLogId.leaderId.term}-${lastLogId.leaderId.nodeId}-${lastLogId.index}`;
-  return `${at}-${seq}`;
-}
-
-/** A sink streaming a received snapshot into a temporary file. */
-class FsSnapshotSink implements SnapshotSink {
-  used = false;
-  #tail: Promise<void> = Promise.resolve();
-  #failed: unknown = null;
-
-  constructor(
-    readonly file: string,
-    readonly handle: FileHandle,
-    readonly writer: BufferedFileWriter,
-    private readonly isClosed: () => boolean,
-  ) {}
-
-  write(chunk: Uint8Array): Promise<void> {
-    if (this.isClosed()) return Promise.reject(closed('raft state machine'));
-    if (this.used) return Promise.reject(invalid('this snapshot sink was installed already'));
-    if (!(chunk instanceof Uint8Array)) return Promise.reject(invalid('a snapshot chunk must be a Uint8Array'));
-    // Writes run one after another, in call order; each copies its chunk before it resolves.
-    const run = this.#tail.then(async () => {
-      if (this.#failed !== null) throw this.#failed;
-      try {
-        await this.writer.write(chunk);
-      } catch (err) {
-        this.#failed = err;
-        throw err;
-      }
-    });
-    this.#tail = run.catch(() => undefined);
-    return run;
-  }
-
-  /** Waits for the writes, flushes; answers the file's size. */
-  async finish(): Promise<number> {
-    await this.#tail;
-    if (this.#failed !== null) throw this.#failed;
-    await this.writer.flush();
-    return this.writer.size;
-  }
 }
 
 /** Opens (recovers) the state machine stored under `options.dir`. */

@@ -23,38 +23,11 @@ import {
   encodeVote,
 } from './codec.js';
 import type { PluginReply, StateMachinePlugin, StateMachinePluginFactory } from './plugin.js';
-import { encodeSnapshotHeader, readSnapshotStream, writeSnapshotStream } from './snapshot-format.js';
-import {
-  cloneLogId,
-  cloneOptionalLogId,
-  cloneSnapshotMeta,
-  cloneStoredMembership,
-  compareLogId,
-  emptyStoredMembership,
-  validateEntry,
-  validateLogId,
-  validateOptionalLogId,
-  validateRange,
-  validateSnapshotMeta,
-  validateVote,
-  type Entry,
-  type LogId,
-  type LogState,
-  type RaftLogReader,
-  type RaftLogStorage,
-  type RaftSnapshotBuilder,
-  type RaftStateMachine,
-  type Snapshot,
-  type SnapshotMeta,
-  type SnapshotSink,
-  type StoredMembership,
-  type Vote,
-} from './types.js';
+import { restoreSnapshot, snapshotIdFor, writeSnapshotStream } from './snapshot-format.js';
+import { DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_READ_ENTRIES, callBack, cloneLogId, cloneOptionalLogId, cloneSnapshotMeta, cloneStoredMembership, compareLogId, emptyStoredMembership, validateEntry, validateLogId, validateOptionalLogId, validateRange, validateSnapshotMeta, validateVote } from './types.js';
+import type { Entry, LogId, LogState, RaftLogReader, RaftLogStorage, RaftSnapshotBuilder, RaftStateMachine, Snapshot, SnapshotMeta, SnapshotSink, StoredMembership, Vote } from './types.js';
 
-/** Default cap on the entries one `limitedGetLogEntries` answers. */
-export const DEFAULT_MAX_READ_ENTRIES = 1024;
-/** Default cap on the encoded bytes one `limitedGetLogEntries` answers (past its first entry). */
-export const DEFAULT_MAX_READ_BYTES = 4 * 1024 * 1024;
+export { DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_READ_ENTRIES } from './types.js';
 
 interface StoredSnapshot {
   meta: SnapshotMeta;
@@ -161,17 +134,6 @@ export async function openMemoryRaftGroup<P extends StateMachinePlugin<unknown>>
 
 interface Handle {
   closed: boolean;
-}
-
-/** Calls a user callback; a throw is re-raised outside the store (it is the caller's bug). */
-function callBack(fn: (err: Error | null) => void, err: Error | null): void {
-  try {
-    fn(err);
-  } catch (thrown) {
-    queueMicrotask(() => {
-      throw thrown;
-    });
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -348,10 +310,6 @@ async function* replay(chunks: readonly Uint8Array[]): AsyncGenerator<Uint8Array
   for (const c of chunks) yield copyBytes(c);
 }
 
-function snapshotIdFor(lastLogId: LogId | null, seq: number): string {
-  const at = lastLogId === null ? 'none' : `${lastLogId.leaderId.term}-${lastLogId.leaderId.nodeId}-${lastLogId.index}`;
-  return `${at}-${seq}`;
-}
 
 /**
  * The state machine: the durable machinery (applied position, stored membership, the applied
@@ -374,7 +332,7 @@ export class PluginStateMachine<P extends StateMachinePlugin<unknown>> implement
   /** Rebuilds the state: the current snapshot, then every journaled entry after it. */
   static async open<P extends StateMachinePlugin<unknown>>(state: DiskState, handle: Handle, factory: StateMachinePluginFactory<P>): Promise<PluginStateMachine<P>> {
     const snap = state.snapshot;
-    const sm = new PluginStateMachine(state, handle, factory, snap === null ? factory() : await restoreInto(factory, snap.chunks, snap.meta));
+    const sm = new PluginStateMachine(state, handle, factory, snap === null ? factory() : (await restoreSnapshot(factory, replay(snap.chunks), snap.meta)).plugin);
     if (snap !== null) {
       sm.applied = cloneOptionalLogId(snap.meta.lastLogId);
       sm.membership = cloneStoredMembership(snap.meta.lastMembership);
@@ -489,7 +447,7 @@ export class PluginStateMachine<P extends StateMachinePlugin<unknown>> implement
       throw invalid(`snapshot ends at ${meta.lastLogId?.index ?? 'nothing'}, behind the applied ${this.applied.index}`);
     }
     sink.used = true;
-    const plugin = await restoreInto(this.factory, sink.chunks, meta);
+    const { plugin } = await restoreSnapshot(this.factory, replay(sink.chunks), meta);
     this.check();
     this.state.snapshot = { meta: cloneSnapshotMeta(meta), chunks: sink.chunks };
     this.state.journal = [];
@@ -504,29 +462,3 @@ export class PluginStateMachine<P extends StateMachinePlugin<unknown>> implement
     return snap === null ? null : { meta: cloneSnapshotMeta(snap.meta), data: replay(snap.chunks) };
   }
 }
-
-/**
- * Reads a snapshot stream into a fresh plugin: checks that it was written by this plugin for
- * exactly `meta`, restores, and checks the stream's end and checksum before answering.
- */
-async function restoreInto<P extends StateMachinePlugin<unknown>>(factory: StateMachinePluginFactory<P>, chunks: readonly Uint8Array[], meta: SnapshotMeta): Promise<P> {
-  const plugin = factory();
-  const reader = await readSnapshotStream(replay(chunks));
-  if (reader.header.plugin !== plugin.name) {
-    throw invalid(`snapshot was written by plugin ${JSON.stringify(reader.header.plugin)}, this state machine runs ${JSON.stringify(plugin.name)}`);
-  }
-  const want = encodeSnapshotHeader({ plugin: plugin.name, meta });
-  const got = encodeSnapshotHeader(reader.header);
-  if (Buffer.compare(want, got) !== 0) throw invalid('snapshot bytes carry other metadata than the meta given to installSnapshot');
-  try {
-    await plugin.restore(reader.body);
-  } catch (err) {
-    // A restore that failed on damaged framing reports the framing; anything else passes through.
-    await reader.finish();
-    throw err;
-  }
-  const { leftover } = await reader.finish();
-  if (leftover > 0) throw corrupt(`plugin ${plugin.name} left ${leftover} snapshot bytes unread`);
-  return plugin;
-}
-

@@ -3,11 +3,13 @@
 // Owns: `BufferedFileWriter` (sequential writes through a bounded buffer: it copies what it is
 // given, so a caller may reuse its chunk once `write` resolves) and `FileStream` (a file's bytes
 // from an already open handle as an async iterable of fresh chunks, which closes the handle when
-// the iteration ends or is abandoned). Guarantees: neither holds more than one buffer of
+// the iteration ends or is abandoned), and `FsSnapshotSink` (a received snapshot streamed into a
+// temporary file, its writes in call order). Guarantees: neither holds more than one buffer of
 // `bufferBytes` (1 MiB by default); every I/O error is a SeglogError (lib/errors.ts `fromIo`).
 
-import { fromIo } from '../errors.js';
+import { closed, fromIo, invalid } from '../errors.js';
 import type { FileHandle } from '../fs/types.js';
+import type { SnapshotSink } from './types.js';
 
 const DEFAULT_BUFFER_BYTES = 1024 * 1024;
 /** Chunks a FileStream yields: small enough that the garbage they leave is collected often. */
@@ -119,5 +121,45 @@ export class FileStream implements AsyncIterable<Uint8Array> {
         return { done: true, value: undefined };
       },
     };
+  }
+}
+
+/** A sink streaming a received snapshot into a temporary file. */
+export class FsSnapshotSink implements SnapshotSink {
+  used = false;
+  #tail: Promise<void> = Promise.resolve();
+  #failed: unknown = null;
+
+  constructor(
+    readonly file: string,
+    readonly handle: FileHandle,
+    readonly writer: BufferedFileWriter,
+    private readonly isClosed: () => boolean,
+  ) {}
+
+  write(chunk: Uint8Array): Promise<void> {
+    if (this.isClosed()) return Promise.reject(closed('raft state machine'));
+    if (this.used) return Promise.reject(invalid('this snapshot sink was installed already'));
+    if (!(chunk instanceof Uint8Array)) return Promise.reject(invalid('a snapshot chunk must be a Uint8Array'));
+    // Writes run one after another, in call order; each copies its chunk before it resolves.
+    const run = this.#tail.then(async () => {
+      if (this.#failed !== null) throw this.#failed;
+      try {
+        await this.writer.write(chunk);
+      } catch (err) {
+        this.#failed = err;
+        throw err;
+      }
+    });
+    this.#tail = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Waits for the writes, flushes; answers the file's size. */
+  async finish(): Promise<number> {
+    await this.#tail;
+    if (this.#failed !== null) throw this.#failed;
+    await this.writer.flush();
+    return this.writer.size;
   }
 }

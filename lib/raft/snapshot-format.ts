@@ -1,6 +1,8 @@
 // Snapshot stream format: the bytes of a snapshot, as built, stored, sent and installed.
 //
-// Owns: the framing of a snapshot's bytes around the plugin's state stream. The same bytes are the
+// Owns: the framing of a snapshot's bytes around the plugin's state stream, `restoreSnapshot` (a
+// stream read back into a fresh plugin, checked end to end: the memory and the file-system state
+// machines both restore through it) and `snapshotIdFor`. The same bytes are the
 // snapshot file of a durable store and the `data` stream a leader sends, so a receiver can check
 // everything it installs. Guarantees: the writer and the reader stream (neither holds more than
 // one frame, at most MAX_SNAPSHOT_FRAME_BYTES); the reader refuses, with CORRUPT, a stream whose
@@ -19,10 +21,11 @@
 
 import { crc32 } from 'node:zlib';
 
-import { corrupt } from '../errors.js';
+import { corrupt, invalid } from '../errors.js';
 import { ChunkQueue } from './chunk-queue.js';
 import { ByteReader, ByteWriter, readOptionalLogId, readStoredMembership, writeOptionalLogId, writeStoredMembership } from './codec.js';
-import type { SnapshotMeta } from './types.js';
+import type { StateMachinePlugin, StateMachinePluginFactory } from './plugin.js';
+import { isWellFormed, type LogId, type SnapshotMeta } from './types.js';
 import { decodeUtf8Exact } from '../text.js';
 
 /** The largest frame of plugin state; larger chunks are split. */
@@ -187,4 +190,54 @@ export async function readSnapshotStream(source: AsyncIterable<Uint8Array>): Pro
       }
     },
   };
+}
+
+/**
+ * A fresh plugin from `factory`; INVALID unless its name is a non-empty well-formed string (every
+ * snapshot records the name, and one that does not survive UTF-8 would never match again).
+ */
+export function newPlugin<P extends StateMachinePlugin<unknown>>(factory: StateMachinePluginFactory<P>): P {
+  const plugin = factory();
+  if (typeof plugin?.name !== 'string' || plugin.name.length === 0 || !isWellFormed(plugin.name)) {
+    throw invalid(`a state machine plugin needs a non-empty, well-formed name, got ${JSON.stringify(plugin?.name)}`);
+  }
+  return plugin;
+}
+
+/**
+ * Reads a snapshot stream into a fresh plugin: checks the plugin name (INVALID), the embedded
+ * metadata against `expect` when given (INVALID), restores, and checks the end marker, the
+ * checksum and that the plugin read everything (CORRUPT) before answering.
+ */
+export async function restoreSnapshot<P extends StateMachinePlugin<unknown>>(
+  factory: StateMachinePluginFactory<P>,
+  source: AsyncIterable<Uint8Array>,
+  expect: SnapshotMeta | null,
+): Promise<{ plugin: P; meta: SnapshotMeta }> {
+  const plugin = newPlugin(factory);
+  const reader = await readSnapshotStream(source);
+  if (reader.header.plugin !== plugin.name) {
+    throw invalid(`snapshot was written by plugin ${JSON.stringify(reader.header.plugin)}, this state machine runs ${JSON.stringify(plugin.name)}`);
+  }
+  if (expect !== null) {
+    const want = encodeSnapshotHeader({ plugin: plugin.name, meta: expect });
+    const got = encodeSnapshotHeader(reader.header);
+    if (Buffer.compare(want, got) !== 0) throw invalid('snapshot bytes carry other metadata than the meta given to installSnapshot');
+  }
+  try {
+    await plugin.restore(reader.body);
+  } catch (err) {
+    // A restore that failed on damaged framing reports the framing; anything else passes through.
+    await reader.finish();
+    throw err;
+  }
+  const { leftover } = await reader.finish();
+  if (leftover > 0) throw corrupt(`plugin ${plugin.name} left ${leftover} snapshot bytes unread`);
+  return { plugin, meta: reader.header.meta };
+}
+
+/** The id of the snapshot of sequence number `seq` ending at `lastLogId`. */
+export function snapshotIdFor(lastLogId: LogId | null, seq: number): string {
+  const at = lastLogId === null ? 'none' : `${lastLogId.leaderId.term}-${lastLogId.leaderId.nodeId}-${lastLogId.index}`;
+  return `${at}-${seq}`;
 }

@@ -244,6 +244,25 @@ export function emptyStoredMembership(): StoredMembership {
 // Validation: every check throws INVALID naming what was wrong. Called before any change.
 
 /** The largest UTF-8 size of a snapshot id. */
+/**
+ * Calls a store user's callback (`append`'s `onFlushed`); a throw is the caller's bug, re-raised
+ * outside the store (in a microtask) so that it never unwinds the store's own bookkeeping.
+ */
+export function callBack(fn: (err: Error | null) => void, err: Error | null): void {
+  try {
+    fn(err);
+  } catch (thrown) {
+    queueMicrotask(() => {
+      throw thrown;
+    });
+  }
+}
+
+/** Default cap on the entries one `limitedGetLogEntries` answers (both log stores). */
+export const DEFAULT_MAX_READ_ENTRIES = 1024;
+/** Default cap on the encoded bytes one `limitedGetLogEntries` answers past its first entry (both log stores). */
+export const DEFAULT_MAX_READ_BYTES = 4 * 1024 * 1024;
+
 export const MAX_SNAPSHOT_ID_BYTES = 1024;
 /** The most voter sets a membership may list (openraft uses one, or two during a joint change). */
 export const MAX_MEMBERSHIP_CONFIGS = 1024;

@@ -7,13 +7,17 @@
 // bursts of concurrent commits on disjoint scopes (group commit), rows large enough to roll files,
 // and explicit checkpoint rounds (so homes are written mid-run). Process A acquires the fence and
 // commits; process B opens, takes the fence over, and A's next commit must answer FENCED_OUT;
-// B commits and checkpoints, then is killed inside a commit (at a stripe's fdatasync); process C
-// opens, takes over (which adopts whatever B left complete), observes, and commits more.
+// B commits and checkpoints, then is killed inside a commit (at a stripe's fdatasync); process D
+// opens and loads the killed batch's scope before anyone acquires (a load that finds the dead
+// writer's unpublished record settles it: its answer is the batch's fate for good, and after a
+// settlement every crash state must show the batch); process C opens, takes over, must see the
+// killed batch exactly as D did, observes, and commits more.
 // The checker opens the store on the crash image (a new boot) and requires, scope by scope, a
 // state from that scope's history, such that: every batch acknowledged before the crash shows;
 // every batch shows in all of its scopes or in none; nothing of a batch that was refused
 // (FENCED_OUT) ever shows; a second open (another process) shows the same; a new acquire answers a
-// token above every acknowledged one, and a commit on top of what it shows lands.
+// token above every acknowledged one, both processes show the same again after that acquire, and
+// a commit on top of what shows lands.
 
 import { ManualClock } from '../../clock.js';
 import { MemoryFs } from '../../fs/memory.js';
@@ -36,6 +40,7 @@ const DIR = '/data/realm';
 const PLANTS: Record<string, HostMistakes> = {
   'publish-before-sync': { publishBeforeSync: true },
   'skip-fence-check': { skipFenceCheck: true },
+  'loads-ignore-unpublished': { loadsIgnoreUnpublished: true },
 };
 const ACK = 'ack';
 const TOKEN = 'token';
@@ -337,9 +342,11 @@ async function run(context: WorkloadContext): Promise<WorkloadRun> {
   const victim = live()[randomInt(random, 0, live().length - 1)]!;
   const killedId = `b${++serial}`;
   const killed = [updateOf(victim, killedId, 'append')];
-  // Half the time the killed batch is nearly a whole stripe file: it rolls the file, and the kill
-  // lands inside the roll (at the new file's fdatasync, before its name is durable).
-  if (random() < 0.5) {
+  // With an even seed the killed batch is nearly a whole stripe file: it rolls the file, and the
+  // kill lands inside the roll (at the new file's fdatasync, before its name is durable, before
+  // any record is written). With an odd seed it is killed at its own records' fdatasync: they are
+  // complete in the page cache, unpublished, and the next load must settle them.
+  if (context.seed % 2 === 0) {
     killed[0]!.append = [bytes(`${killedId}.big`, 60 * 1024)];
     count('killed inside a roll');
   }
@@ -349,14 +356,26 @@ async function run(context: WorkloadContext): Promise<WorkloadRun> {
   await faultyB.sever();
   count('killed in a commit');
 
-  // Process C: opens, takes over (adopting what B left complete), observes, commits.
+  // Process D: a fresh process loads the killed batch's scope before anyone acquires. Whatever it
+  // answers is the batch's fate: the takeover below and every later load must agree, and once it
+  // answered that the batch landed, every crash state from then on must show it (the mark).
+  const viewD = fs.newProcess();
+  const d = await openFsHostStore(DIR, options(viewD, 'D'));
+  const settled = (await d.loadHead(victim))?.commitId === killedId;
+  await d.close();
+  if (settled) {
+    model.apply(killedId, killed, 'settled');
+    viewD.mark(ACK, killedId);
+    count('killed batch settled by a load');
+  }
+
+  // Process C: opens, takes over, observes, commits.
   const viewC = fs.newProcess();
   const c = await openFsHostStore(DIR, options(viewC, 'C'));
   const tokenC = await acquire(c, viewC, 'takeover');
-  const seen = await c.loadHead(victim);
-  if (seen?.commitId === killedId) {
-    model.apply(killedId, killed, 'adopted');
-    count('killed batch adopted');
+  const seen = (await c.loadHead(victim))?.commitId === killedId;
+  if (seen !== settled) {
+    throw new Error(`host: the killed batch ${killedId} ${settled ? 'showed' : 'did not show'} to a load before the takeover and ${seen ? 'shows' : 'does not show'} after it: loads disagree`);
   }
   await expectModel(c, 'process C');
   await plan(c, viewC, tokenC, Math.ceil(n / 2));
@@ -403,10 +422,17 @@ async function check(state: CrashState, model: Model, _stripes: number, options:
   for (const [key, o] of seen) {
     if (!sameModel(o.found, again.get(key)!.found)) throw new Error(`a second open shows ${key} as ${show(again.get(key)!.found)}, the first ${show(o.found)}`);
   }
-  // Tokens only grow, durably; a commit on top of what shows lands and shows to the other process.
+  // Tokens only grow, durably; loads after the acquire show what the loads before it showed; a
+  // commit on top of what shows lands and shows to the other process.
   const grant = await second.acquireFence('exclusive');
   const maxToken = Math.max(0, ...tokens);
   if (grant.token <= maxToken) throw new Error(`an acquire after the crash answered token ${grant.token}, not above the acknowledged ${maxToken}`);
+  for (const [who, store] of [['the acquiring process', second], ['the first process', first]] as const) {
+    const after = await observeAll(store, model);
+    for (const [key, o] of seen) {
+      if (!sameModel(o.found, after.get(key)!.found)) throw new Error(`after an acquire ${who} shows ${key} as ${show(after.get(key)!.found)}, before it ${show(o.found)}`);
+    }
+  }
   const probe = [...seen.entries()].find(([, o]) => o.found !== null);
   if (probe !== undefined) {
     const [key, o] = probe;
@@ -477,7 +503,8 @@ export const workload: CrashWorkload = {
   plants: {
     'publish-before-sync': 'a commit group is published and answered before its fdatasync',
     'skip-fence-check': 'a commit is accepted whatever its fence token',
+    'loads-ignore-unpublished': "loads answer from the published notes alone, leaving a dead writer's last batch to the next lock holder",
   },
-  description: 'fs host store: commits over stripes, multi-scope batches, truncate/drop/delete, fence takeover, checkpoints, a kill inside a commit',
+  description: 'fs host store: commits over stripes, multi-scope batches, truncate/drop/delete, fence takeover, checkpoints, a kill inside a commit settled by the next load',
   run,
 };

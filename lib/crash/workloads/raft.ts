@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 
 import { ManualClock } from '../../clock.js';
 import { MemoryFs, type DiskImage, type TraceEntry } from '../../fs/memory.js';
-import type { RaftMistakes } from '../../raft/fs-log.js';
+import type { RaftMistakes } from '../../raft/mistakes.js';
 import { encodeKvCommand, type KvPlugin } from '../../raft/kv.js';
 import { openRaftNode, type RaftGroup, type RaftNode } from '../../raft/node.js';
 import { compareLogId, compareVote, logIdEquals, type Entry, type LogId, type Vote } from '../../raft/types.js';
@@ -229,6 +229,22 @@ async function withGroup(fs: MemoryFs, env: RaftCrashEnv, body: (g: RaftGroup<Kv
   }
 }
 
+/**
+ * Issues an append without waiting for it; the answer settles at its `onFlushed`, which first
+ * marks the flush of its last entry (the acknowledgement the checker reads).
+ */
+function appendMarkingFlush(g: RaftGroup<KvPlugin>, fs: MemoryFs, env: RaftCrashEnv, entries: Entry[]): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    g.log
+      .append(entries, (err) => {
+        if (err !== null) return reject(err);
+        fs.mark(env.tag + 'flushed', (entries[entries.length - 1] as Entry).logId.index);
+        resolve();
+      })
+      .catch(reject);
+  });
+}
+
 const emptyGroup = (fs: MemoryFs, env: RaftCrashEnv): Promise<void> => withGroup(fs, { dir: env.dir, tag: env.tag }, async () => {});
 
 /**
@@ -278,19 +294,7 @@ const appendWorkload: RaftCrashWorkload = {
       });
       fs.mark(env.tag + 'flushed', 7);
       const flushed: Promise<void>[] = [];
-      for (const entries of plan.flight) {
-        flushed.push(
-          new Promise<void>((resolve, reject) => {
-            g.log
-              .append(entries, (err) => {
-                if (err !== null) return reject(err);
-                fs.mark(env.tag + 'flushed', (entries[entries.length - 1] as Entry).logId.index);
-                resolve();
-              })
-              .catch(reject);
-          }),
-        );
-      }
+      for (const entries of plan.flight) flushed.push(appendMarkingFlush(g, fs, env, entries));
       await Promise.all(flushed);
     });
   },
@@ -369,18 +373,7 @@ const voteWorkload: RaftCrashWorkload = {
     await withGroup(fs, env, async (g) => {
       const flushes: Promise<void>[] = [];
       const appendNoWait = (k: number): void => {
-        const entries = vcEntries[k] as Entry[];
-        flushes.push(
-          new Promise<void>((resolve, reject) => {
-            g.log
-              .append(entries, (err) => {
-                if (err !== null) return reject(err);
-                fs.mark(env.tag + 'flushed', (entries[entries.length - 1] as Entry).logId.index);
-                resolve();
-              })
-              .catch(reject);
-          }),
-        );
+        flushes.push(appendMarkingFlush(g, fs, env, vcEntries[k] as Entry[]));
       };
       const mark = (label: string, k: number): void => void fs.mark(env.tag + label, k);
       // Each committed id points into the append issued just before it, still in flight.

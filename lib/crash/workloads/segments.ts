@@ -11,10 +11,10 @@
 // records (the log keeps a contiguous valid prefix: appends of several records are not atomic
 // in a segmented log — stores that need atomic batches build them on top), plus: a second open
 // reads the same, and an append after recovery lands at the end and survives a third open.
-// Planted mistakes (test-only): segments/log.ts `SegmentMistakes`.
+// Planted mistakes (test-only): segments/mistakes.ts `SegmentMistakes`.
 
 import { openSegmentedLog, type SegmentedLog, type SegmentedLogOptions } from '../../../segments/index.js';
-import type { SegmentMistakes } from '../../../segments/log.js';
+import type { SegmentMistakes } from '../../../segments/mistakes.js';
 import { FaultyFs } from '../../fs/faulty.js';
 import { MemoryFs } from '../../fs/memory.js';
 import type { FileSystem } from '../../fs/types.js';

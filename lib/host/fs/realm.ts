@@ -3,11 +3,14 @@
 // Owns: creating a realm (`FORMAT`, the fence lock made with O_EXCL, the stripes, the checkpoint
 // cell), opening one (a new boot's recovery of every stripe, the view built from the checkpoint
 // on), and the handle's machinery: catching the view up with the stripes (lock-free, up to each
-// published note), taking stripe locks (try-lock only, all-or-back-off, so two processes never
+// published note; for a load, settling a dead writer's records past a note), taking stripe locks (try-lock only, all-or-back-off, so two processes never
 // deadlock), refreshing a stripe's scopes under its lock (adopting a dead writer's records), and
 // loading home bases. Guarantees:
 // - After `refresh(L)` every record that touches a scope homed in a stripe of L is in the view,
 //   durable and published, and no other handle can add one while the locks stay held.
+// - A load answers only after every CRC-valid record it found past a note with the stripe's lock
+//   free (its writer is gone) was adopted: synced and published. So the first load after a
+//   writer's death fixes the fate of the batch it had in flight, for every later load.
 // - A realm exists once its FORMAT cell exists; creation runs under the fence lock, so two
 //   processes creating one realm at once end with one realm.
 // - Every stripe's published note carries this boot's id before the handle serves anything: a
@@ -303,8 +306,11 @@ export class RealmHandle {
   // ---------------------------------------------------------------------------------------------
   // Catching up
 
-  /** Reads stripe `j`'s records up to its published note into the view (no lock). */
-  async catchUp(j: number): Promise<void> {
+  /**
+   * Reads stripe `j`'s records up to its published note into the view (no lock). With `settle`
+   * (every load), a dead writer's records past the note are settled first (`#settleUnpublished`).
+   */
+  async catchUp(j: number, settle = false): Promise<void> {
     const st = this.stripes[j]!;
     if (st.flockHeld && st.fresh) return; // we are its only writer: the view has everything
     await st.cursorLock.run(async () => {
@@ -323,13 +329,51 @@ export class RealmHandle {
       st.cursor = res.end;
       st.cursorSalt = res.endSalt;
     });
+    if (settle) await this.#settleUnpublished(j);
   }
 
-  /** Catches every stripe up; when a stripe file is gone, jumps to the checkpoint and tries again. */
-  async catchUpAll(only?: readonly number[]): Promise<void> {
+  /**
+   * A load's rule for records past stripe `j`'s published note (docs/host-store.md, "A dead
+   * writer's last batch"). Such records were written under the stripe's lock by a writer that has
+   * not published them. If the lock is free, that writer is dead (the kernel let go of its lock),
+   * and a load must not answer without them while a later lock holder would adopt them: so the
+   * load takes the lock (try-lock only: a load never waits) and adopts them — synced, then
+   * published — before it answers. If the lock is held, their writer is alive and its commit is in
+   * flight: the load answers from the note, and the holder publishes or voids them before it lets
+   * go. A stripe this handle is using itself (a group or an acquire of ours holds its mutex, or we
+   * hold its lock) has no such records of another writer.
+   */
+  async #settleUnpublished(j: number): Promise<void> {
+    const st = this.stripes[j]!;
+    if (st.mutex.busy || st.flockHeld) return;
+    if (!(await st.hasUnpublished())) return;
+    if (this.s.mistakes.loadsIgnoreUnpublished === true) return;
+    if (st.mutex.busy || st.flockHeld) return; // one of our groups took it meanwhile: alive
+    // The mutex is free, so this resolves at once; nothing ran between the check and the claim.
+    const release = await st.mutex.lock();
+    try {
+      // Our own write failed here and its void too: the records may be ours, and this handle
+      // cannot trust a sync of that file any more. Another handle settles them.
+      if (st.poisoned !== null) throw st.poisoned;
+      if (!(await st.tryLock('settle'))) return;
+      try {
+        await this.lockedCatchUp(j);
+      } finally {
+        await st.unlock();
+      }
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * Catches every stripe (or those of `only`) up; when a stripe file is gone, jumps to the
+   * checkpoint and tries again. `settle`: the caller is a load (see `#settleUnpublished`).
+   */
+  async catchUpAll(only?: readonly number[], settle = false): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       try {
-        await Promise.all((only ?? this.stripes.map((_, k) => k)).map((k) => this.catchUp(k)));
+        await Promise.all((only ?? this.stripes.map((_, k) => k)).map((k) => this.catchUp(k, settle)));
         return;
       } catch (err) {
         if (!(err instanceof StripeGone) || attempt >= 3) throw err;
@@ -498,9 +542,9 @@ export class RealmHandle {
 
   /**
    * Makes the states of `entries` computable: loads every home base they depend on, and catches up
-   * when a home reflects records not read yet.
+   * when a home reflects records not read yet (`settle`: the caller is a load).
    */
-  async resolve(entries: readonly ScopeEntry[]): Promise<void> {
+  async resolve(entries: readonly ScopeEntry[], settle = false): Promise<void> {
     // Their own home bases first: a record's verdict is not kept while a base it needs is missing,
     // so asking first would judge a record that writes n scopes n times over.
     const unloaded = entries.filter((e) => e.home === undefined);
@@ -509,7 +553,7 @@ export class RealmHandle {
       await forEachLimited(unloaded, 16, async (e) => {
         if (this.ahead(await this.loadHome(e))) behind = true;
       });
-      if (behind) await this.catchUpAll();
+      if (behind) await this.catchUpAll(undefined, settle);
     }
     for (let round = 0; round < 1000; round++) {
       for (const e of entries) this.view.state(e);
@@ -519,7 +563,7 @@ export class RealmHandle {
       await forEachLimited(wanted, 16, async (e) => {
         if (this.ahead(await this.loadHome(e))) behind = true;
       });
-      if (behind) await this.catchUpAll();
+      if (behind) await this.catchUpAll(undefined, settle);
     }
     throw HostStoreError.unavailable('the view did not settle');
   }

@@ -5,8 +5,10 @@
 // (checkpoint.ts) over one handle's realm machinery (realm.ts). Guarantees: the nine obligations
 // of the Host Store SPI between handles in one process and between processes on one machine,
 // with obligations 4 and 5 met at commit (CONFLICT, FENCED_OUT) and loads that still resolve
-// deterministically if two batches for one version ever reach the disk. Loads take no lock: they
-// read each stripe up to its published note, so a stalled commit never holds up a load.
+// deterministically if two batches for one version ever reach the disk. Loads never wait for a
+// lock: they read each stripe up to its published note, so a stalled commit never holds up a
+// load; a dead writer's records past a note are settled (adopted) by the first load that finds
+// them with the stripe's lock free, so every later load, acquire and reopen answers the same.
 // The design, the argument per obligation and the crash-safety argument are in
 // docs/host-store.md; the bytes in docs/format-host.md.
 
@@ -309,7 +311,7 @@ export class FsHostStore implements HostStore {
     const r = this.#r;
     const key = scopeKey(scope);
     for (let round = 0; ; round++) {
-      await r.catchUpAll();
+      await r.catchUpAll(undefined, true);
       const known = r.view.scopes.get(key);
       // A scope no record in the view touches is read from its home alone (a detached entry).
       const e = known ?? new ScopeEntry(key, scope.kind, scope.name);
@@ -318,7 +320,7 @@ export class FsHostStore implements HostStore {
         if (known === undefined) e.home = home;
         if (r.ahead(home) && round < 8) continue;
       }
-      await r.resolve([e]);
+      await r.resolve([e], true);
       if (r.view.stoppedOn(e) === PENDING && round < 8) continue;
       this.#maybeCheckpoint();
       return { e, st: r.view.state(e) };
@@ -390,7 +392,7 @@ export class FsHostStore implements HostStore {
     return this.#load('list heads', async () => {
       const r = this.#r;
       for (let round = 0; ; round++) {
-        await r.catchUpAll();
+        await r.catchUpAll(undefined, true);
         // Name every home of this kind (its cell holds the name; a name never becomes a path).
         const unnamed = [...r.homeDirs.values()].filter((h) => h.kind === kind && !h.named);
         let behind = false;
@@ -404,7 +406,7 @@ export class FsHostStore implements HostStore {
         });
         if (behind && round < 8) continue;
         const candidates = [...r.view.scopes.values()].filter((e) => e.kind === kind);
-        await r.resolve(candidates);
+        await r.resolve(candidates, true);
         if (round < 8 && candidates.some((e) => r.view.stoppedOn(e) === PENDING)) continue;
         const names = this.#sortedNames(kind, candidates);
         let at = after === null ? 0 : upperBound(names, after);

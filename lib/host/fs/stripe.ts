@@ -92,6 +92,11 @@ export interface HostMistakes {
   publishBeforeSync?: boolean;
   /** Accept a batch whatever its fence token. */
   skipFenceCheck?: boolean;
+  /**
+   * Loads answer from the published notes alone, leaving a dead writer's unpublished records to
+   * whoever takes the stripe's lock next (the rule before loads settled them).
+   */
+  loadsIgnoreUnpublished?: boolean;
 }
 
 export interface ScanResult {
@@ -493,6 +498,22 @@ export class Stripe {
     return { recs, end: { seq, offset, lsn, fence }, endSalt: salt, sealedWithoutNext, seqs };
   }
 
+  /**
+   * True when CRC-valid BATCH records follow the cursor, which the caller has just moved to the
+   * published note: a writer wrote them and has not published them, so it is still in its group
+   * (holding the lock) or it died. Zero-filled space past the note, the common case, costs one
+   * read of a frame header; a torn frame or a fenced-out record does not count.
+   */
+  async hasUnpublished(): Promise<boolean> {
+    const from = this.cursor;
+    const salt = this.cursorSalt;
+    const header = new Uint8Array(FRAME_HEADER_BYTES);
+    if ((await this.readAt(from.seq, header, from.offset)) < FRAME_HEADER_BYTES) return false;
+    const len = frameLength(header, 0);
+    if (len < 1 || len > MAX_PAYLOAD_BYTES) return false;
+    return (await this.scan(from, salt, null)).recs.length > 0;
+  }
+
   // ---------------------------------------------------------------------------------------------
   // Writing (under the file lock)
 
@@ -698,8 +719,11 @@ export class Stripe {
   }
 }
 
-/** Why a handle took a stripe's file lock: a commit group, an acquire, adopting strays, recovery at open. */
-export type LockUse = 'group' | 'acquire' | 'strays' | 'recover';
+/**
+ * Why a handle took a stripe's file lock: a commit group, an acquire, adopting strays, recovery at
+ * open, a load settling a dead writer's unpublished records.
+ */
+export type LockUse = 'group' | 'acquire' | 'strays' | 'recover' | 'settle';
 
 /** A cached read handle: `pins` reads in flight; `evicted` once the cache let go of it. */
 interface ReadHandle {

@@ -39,7 +39,7 @@ import { cellTempPath } from '../../../cells/index.js';
 import { checkCellFile } from './cell.js';
 import { VerifyError, messageOf, preview, type VerifyContext } from './context.js';
 
-/** The most a frame's length field may claim (segments/log.ts MAX_RECORD_LIMIT). */
+/** The most a frame's length field may claim (segments/options.ts MAX_RECORD_LIMIT). */
 const MAX_RECORD_BYTES = 1024 * 1024 * 1024;
 const WINDOW = 1 << 20;
 

@@ -1,0 +1,347 @@
+// Opening one group of a Raft node: its stores, recovered in the order a consensus node's store
+// must establish its state after a crash, one named function per step.
+//
+// Owns: `recoverGroup` and its five steps — `readVoteAndCommitted` (1), `readLogState` (2, which
+// finishes a purge whose purged id was durable before its entries were dropped),
+// `loadStateMachine` (3), `reconcile` (4) and `verifyPayloadReferences` (5) — the `RaftGroup` and
+// `GroupRecovery` shapes, and `liveRecordChunks`, the reader of a group's live log records that
+// step 5 and the offline reference scan (payload-references.ts) share. Guarantees:
+// - each step runs only after the one before it succeeded, and sees its result;
+// - after step 4 the state machine has applied exactly the committed entries the log still
+//   holds (entries after the committed pointer are not applied); when the ones it needs were
+//   purged, `behindLog` says a snapshot install must catch it up;
+// - step 5 fails the open with CORRUPT naming the group, the log id and the digest when a live
+//   record names a payload the payload store does not hold, and counts every naming record in
+//   the node's index of named digests;
+// - a failed open closes whatever it opened and takes its names out of the index again.
+
+import * as path from 'node:path';
+import { openCell, type Cell } from '../../cells/index.js';
+import { openSegmentedLog, type SegmentedLog } from '../../segments/index.js';
+import { corrupt } from '../errors.js';
+import type { FsPayloadStore } from '../payloads/index.js';
+import { decodeEntry, decodeEntryLogId, decodeEntryNames, decodeOptionalLogId, decodeVote } from './codec.js';
+import { COMMITTED_CELL, LOG_DIR, PURGED_CELL, SM_DIR, VOTE_CELL } from './fs-layout.js';
+import { FsRaftLogStorage } from './fs-log.js';
+import { FsStateMachine, openFsStateMachine } from './fs-state-machine.js';
+import type { KvPlugin } from './kv.js';
+import type { NodeSettings } from './node-options.js';
+import { GroupNames, type PayloadNameIndex } from './payload-names.js';
+import type { StateMachinePlugin } from './plugin.js';
+import type { RecordPool } from './record-pool.js';
+import { cloneOptionalLogId, compareLogId, logIdEquals, nextIndex, type LogId, type Vote } from './types.js';
+
+const RECOVERY_CHUNK_ENTRIES = 512;
+const RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024;
+
+/** One group of a node: its log store and its state machine. */
+export interface RaftGroup<P extends StateMachinePlugin<unknown> = KvPlugin> {
+  readonly id: string;
+  readonly log: FsRaftLogStorage;
+  readonly stateMachine: FsStateMachine<P>;
+}
+
+/** What opening a group found and did (the five recovery steps), for operators and tests. */
+export interface GroupRecovery {
+  group: string;
+  vote: Vote | null;
+  committed: LogId | null;
+  lastPurgedLogId: LogId | null;
+  lastLogId: LogId | null;
+  /** The current snapshot's last log id (null: no snapshot, or one of nothing). */
+  snapshotLastLogId: LogId | null;
+  /** The applied position after reconciliation. */
+  applied: LogId | null;
+  /** A purge whose purged id was durable but whose entries were not yet dropped was finished. */
+  finishedPurge: boolean;
+  /** Committed entries re-applied from the log to the state machine. */
+  replayed: number;
+  /**
+   * True when committed entries after the applied position are no longer in the log (purged):
+   * the state machine can only catch up by a snapshot install, which the engine will do.
+   */
+  behindLog: boolean;
+  /** Live log records that name payloads, and the distinct digests checked present. */
+  namingRecords: number;
+  payloadsChecked: number;
+}
+
+/** A group opened and recovered. */
+export interface OpenGroup<P extends StateMachinePlugin<unknown>> {
+  group: RaftGroup<P>;
+  recovery: GroupRecovery;
+}
+
+/** What the node lends a group's open. */
+export interface NodeParts<P extends StateMachinePlugin<unknown>> {
+  settings: NodeSettings<P>;
+  payloads: FsPayloadStore;
+  /** The node-wide index of digests named by live records. */
+  index: PayloadNameIndex;
+  pool: RecordPool;
+}
+
+/** What a group's open has opened so far: closed again when a later step fails. */
+interface Opened<P extends StateMachinePlugin<unknown>> {
+  cells: Cell[];
+  log: SegmentedLog | null;
+  sm: FsStateMachine<P> | null;
+  names: GroupNames;
+}
+
+/** Opens the group `id` stored in `groupDir` and recovers it (steps 1–5, in order). */
+export async function recoverGroup<P extends StateMachinePlugin<unknown>>(node: NodeParts<P>, id: string, groupDir: string): Promise<OpenGroup<P>> {
+  const s = node.settings;
+  const opened: Opened<P> = { cells: [], log: null, sm: null, names: new GroupNames() };
+  try {
+    const { voteCell, committedCell, vote, committed } = await readVoteAndCommitted(s, groupDir, opened);
+    const logState = await readLogState(s, id, groupDir, opened);
+    const log = logState.log;
+    const { sm, snapshotLastLogId } = await loadStateMachine(s, id, groupDir, opened);
+    const { applied, replayed, behindLog } = await reconcile(id, log, sm, committed, logState.lo);
+    const checked = await verifyPayloadReferences(node, id, log, logState.lo, opened.names);
+
+    const payloads = node.payloads;
+    const logStore = new FsRaftLogStorage({
+      groupId: id,
+      log,
+      voteCell,
+      committedCell,
+      purgedCell: logState.purgedCell,
+      vote,
+      committed,
+      purged: logState.purged,
+      names: opened.names,
+      index: node.index,
+      payloadPresent: async (digest) => (await payloads.stat(digest)) !== null,
+      maxReadEntries: s.maxReadEntries,
+      maxReadBytes: s.maxReadBytes,
+      maxRecordBytes: s.maxEntryBytes,
+      pool: node.pool,
+      mistakes: s.mistakes,
+    });
+    const recovery: GroupRecovery = {
+      group: id,
+      vote,
+      committed,
+      lastPurgedLogId: cloneOptionalLogId(logState.purged),
+      lastLogId: logState.lastLogId,
+      snapshotLastLogId,
+      applied,
+      finishedPurge: logState.finishedPurge,
+      replayed,
+      behindLog,
+      namingRecords: checked.namingRecords,
+      payloadsChecked: checked.payloadsChecked,
+    };
+    return { group: { id, log: logStore, stateMachine: sm }, recovery };
+  } catch (err) {
+    for (const digests of opened.names.takeAll()) node.index.remove(digests);
+    if (opened.sm !== null) await opened.sm.close().catch(() => undefined);
+    if (opened.log !== null) await opened.log.close().catch(() => undefined);
+    for (const c of opened.cells) await c.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+/** Step 1: the vote and the committed pointer. */
+async function readVoteAndCommitted<P extends StateMachinePlugin<unknown>>(
+  s: NodeSettings<P>,
+  groupDir: string,
+  opened: Opened<P>,
+): Promise<{ voteCell: Cell; committedCell: Cell; vote: Vote | null; committed: LogId | null }> {
+  const voteCell = await openCell(path.join(groupDir, VOTE_CELL), { fs: s.fs });
+  opened.cells.push(voteCell);
+  const committedCell = await openCell(path.join(groupDir, COMMITTED_CELL), { fs: s.fs });
+  opened.cells.push(committedCell);
+  const voteBytes = await voteCell.read();
+  const committedBytes = await committedCell.read();
+  const vote = voteBytes === null ? null : decodeVote(voteBytes);
+  const committed = committedBytes === null ? null : decodeOptionalLogId(committedBytes);
+  return { voteCell, committedCell, vote, committed };
+}
+
+/**
+ * Step 2: the log's end and its purged prefix. Finishes an interrupted purge; answers the first
+ * live index (`lo`, just after the purged id) and the last entry's id.
+ */
+async function readLogState<P extends StateMachinePlugin<unknown>>(
+  s: NodeSettings<P>,
+  id: string,
+  groupDir: string,
+  opened: Opened<P>,
+): Promise<{ purgedCell: Cell; purged: LogId | null; log: SegmentedLog; finishedPurge: boolean; lo: number; lastLogId: LogId | null }> {
+  const purgedCell = await openCell(path.join(groupDir, PURGED_CELL), { fs: s.fs });
+  opened.cells.push(purgedCell);
+  const purgedBytes = await purgedCell.read();
+  const purged = purgedBytes === null ? null : decodeOptionalLogId(purgedBytes);
+  const log = await openSegmentedLog(path.join(groupDir, LOG_DIR), {
+    fs: s.fs,
+    segmentBytes: s.segmentBytes,
+    fdCache: s.fdCache,
+    maxRecordBytes: s.maxEntryBytes,
+    inlineSyncBelowMs: s.inlineSyncBelowMs,
+  });
+  opened.log = log;
+  const finishedPurge = await finishPurge(id, log, purged);
+  const lo = Math.max(log.firstIndex, nextIndex(purged));
+  let lastLogId = cloneOptionalLogId(purged);
+  if (log.endIndex > lo) {
+    const [rec] = await log.read(log.endIndex - 1, 1);
+    lastLogId = decodeEntryLogId(rec as Uint8Array);
+    if (lastLogId.index !== log.endIndex - 1) {
+      throw corrupt(`raft group ${JSON.stringify(id)}: record ${log.endIndex - 1} holds the entry of index ${lastLogId.index}`, { group: id });
+    }
+  }
+  return { purgedCell, purged, log, finishedPurge, lo, lastLogId };
+}
+
+/**
+ * Finishes a purge whose purged id reached its cell before the crash but whose entries were not
+ * yet dropped (the purged id is written first). Answers whether there was one. A log that starts
+ * after the purged id + 1 has a hole no sequence of calls makes: CORRUPT.
+ */
+async function finishPurge(id: string, log: SegmentedLog, purged: LogId | null): Promise<boolean> {
+  if (purged === null) return false;
+  const next = purged.index + 1;
+  if (log.endIndex <= log.firstIndex) {
+    if (log.firstIndex === next) return false;
+    await log.reset(next);
+    return true;
+  }
+  if (log.firstIndex > next) {
+    throw corrupt(`raft group ${JSON.stringify(id)}: the log starts at ${log.firstIndex}, after the purged index ${purged.index} + 1`, {
+      group: id,
+      first: log.firstIndex,
+      purged: purged.index,
+    });
+  }
+  if (log.firstIndex === next) return false;
+  if (next >= log.endIndex) await log.reset(next);
+  else await log.dropBefore(next);
+  return true;
+}
+
+/** Step 3: the newest snapshot and the applied position (the state machine's own recovery). */
+async function loadStateMachine<P extends StateMachinePlugin<unknown>>(
+  s: NodeSettings<P>,
+  id: string,
+  groupDir: string,
+  opened: Opened<P>,
+): Promise<{ sm: FsStateMachine<P>; snapshotLastLogId: LogId | null }> {
+  const sm = await openFsStateMachine<P>({
+    groupId: id,
+    dir: path.join(groupDir, SM_DIR),
+    fs: s.fs,
+    plugin: s.plugin,
+    segmentBytes: s.journalSegmentBytes,
+    fdCache: s.fdCache,
+    maxRecordBytes: s.maxEntryBytes,
+    inlineSyncBelowMs: s.inlineSyncBelowMs,
+  });
+  opened.sm = sm;
+  return { sm, snapshotLastLogId: sm.currentSnapshotMeta()?.lastLogId ?? null };
+}
+
+/**
+ * Step 4: reconcile. Committed entries after the applied position are replayed from the log;
+ * entries after the committed pointer are left alone (not applied, not treated as committed).
+ */
+async function reconcile<P extends StateMachinePlugin<unknown>>(
+  id: string,
+  log: SegmentedLog,
+  sm: FsStateMachine<P>,
+  committed: LogId | null,
+  lo: number,
+): Promise<{ applied: LogId | null; replayed: number; behindLog: boolean }> {
+  let [applied] = await sm.appliedState();
+  let replayed = 0;
+  if (committed === null || compareLogId(applied, committed) >= 0 || nextIndex(applied) > committed.index) {
+    return { applied, replayed, behindLog: false };
+  }
+  const from = nextIndex(applied);
+  if (from < lo) return { applied, replayed, behindLog: true };
+  const stop = Math.min(committed.index + 1, log.endIndex);
+  if (committed.index < log.endIndex) {
+    const [rec] = await log.read(committed.index, 1);
+    const atCommitted = decodeEntryLogId(rec as Uint8Array);
+    if (!logIdEquals(atCommitted, committed)) {
+      throw corrupt(
+        `raft group ${JSON.stringify(id)}: the committed id (${fmt(committed)}) differs from the log's entry at its index (${fmt(atCommitted)})`,
+        { group: id, committed: fmt(committed), logId: fmt(atCommitted) },
+      );
+    }
+  }
+  for (let at = from; at < stop; ) {
+    const recs = await log.read(at, Math.min(stop - at, RECOVERY_CHUNK_ENTRIES), RECOVERY_CHUNK_BYTES);
+    if (recs.length === 0) break;
+    const entries = recs.map((r, k) => {
+      const e = decodeEntry(r);
+      if (e.logId.index !== at + k) throw corrupt(`raft group ${JSON.stringify(id)}: record ${at + k} holds the entry of index ${e.logId.index}`);
+      return e;
+    });
+    await sm.apply(entries);
+    replayed += entries.length;
+    at += entries.length;
+  }
+  [applied] = await sm.appliedState();
+  return { applied, replayed, behindLog: false };
+}
+
+/**
+ * The live records of `log` from index `from` to its end, in chunks (one chunk in memory at a
+ * time): the reader of step 5 and of the offline reference scan.
+ */
+export async function* liveRecordChunks(log: SegmentedLog, from: number): AsyncGenerator<Uint8Array[]> {
+  for (let at = from; at < log.endIndex; ) {
+    const recs = await log.read(at, RECOVERY_CHUNK_ENTRIES, RECOVERY_CHUNK_BYTES);
+    if (recs.length === 0) break;
+    yield recs;
+    at += recs.length;
+  }
+}
+
+/**
+ * Step 5: every live record that names a payload: the payload must be present. Each naming
+ * record is counted in the group's names and the node's index.
+ */
+async function verifyPayloadReferences<P extends StateMachinePlugin<unknown>>(
+  node: NodeParts<P>,
+  id: string,
+  log: SegmentedLog,
+  lo: number,
+  names: GroupNames,
+): Promise<{ namingRecords: number; payloadsChecked: number }> {
+  const present = new Map<string, boolean>();
+  let namingRecords = 0;
+  for await (const recs of liveRecordChunks(log, lo)) {
+    for (const rec of recs) {
+      const { logId, digests } = decodeEntryNames(rec);
+      if (digests.length === 0) continue;
+      for (const digest of digests) {
+        let ok = present.get(digest);
+        if (ok === undefined) {
+          ok = (await node.payloads.stat(digest)) !== null;
+          present.set(digest, ok);
+        }
+        if (!ok) {
+          throw corrupt(`raft group ${JSON.stringify(id)}: log entry ${fmt(logId)} names payload ${digest}, which the payload store does not hold`, {
+            group: id,
+            logId: fmt(logId),
+            index: logId.index,
+            term: logId.leaderId.term,
+            digest,
+          });
+        }
+      }
+      names.push(logId.index, digests);
+      node.index.add(digests);
+      namingRecords++;
+    }
+  }
+  return { namingRecords, payloadsChecked: present.size };
+}
+
+export function fmt(l: LogId): string {
+  return `${l.leaderId.term}-${l.leaderId.nodeId}-${l.index}`;
+}

@@ -1,0 +1,181 @@
+// The files of a segmented log, one call each: the filer.
+//
+// Owns: `SegmentFiles` — starting a segment file (its header, then zeros, synced with its
+// directory entry), cutting a segment file to a length, writing and reading a segment's index
+// (`<segment>.idx`), unlinking, and checking that a range of a file is all zeros. Every I/O error
+// comes back as a typed SeglogError naming the file. Guarantees: a started segment file and its
+// name are durable when `startSegmentFile` resolves (so a manifest may name it); a cut is
+// durable when `cutFile` resolves; an index is derived data, synced only when its caller asks.
+// The bytes are encoded by format.ts; this room only moves them.
+
+import { fromIo } from '../lib/errors.js';
+import type { FileHandle } from '../lib/fs/types.js';
+import { FRAME_HEADER_BYTES, HEADER_BYTES, INDEX_HEADER_BYTES, decodeIndex, encodeSegmentHeader } from './format.js';
+import type { Segment } from './segment.js';
+import type { LogState } from './state.js';
+
+/** Zero-filled space for preallocation (the largest run the writer writes ahead at once). */
+export const ZEROS = new Uint8Array(4 << 20);
+const ZEROS_BUF = Buffer.from(ZEROS.buffer, ZEROS.byteOffset, ZEROS.byteLength);
+
+/** An index as read from its file: the frame table it claims. */
+export interface IndexTable {
+  offsets: Uint32Array;
+  count: number;
+  endOffset: number;
+}
+
+export class SegmentFiles {
+  readonly #s: LogState;
+
+  constructor(s: LogState) {
+    this.#s = s;
+  }
+
+  /**
+   * Writes `seg`'s header (then `zeros` zero bytes) at the start of its file, opened with `mode`,
+   * and syncs the file and the directory (so that its name is durable too), then closes the file.
+   * The two syncs run side by side: nothing may name the file before both are done (the manifest
+   * that does comes after), and until then a crash leaves it garbage, whichever landed first.
+   */
+  async startSegmentFile(seg: Segment, mode: 'create-exclusive' | 'write', zeros: number): Promise<void> {
+    const s = this.#s;
+    const header = encodeSegmentHeader(seg.base, seg.id, s.generation + 1);
+    try {
+      const h = await s.fs.open(seg.segPath, mode);
+      try {
+        if (zeros > 0) await h.writev([header, ZEROS.subarray(0, zeros)], 0);
+        else await h.write(header, 0);
+        // (Called in this order: the file's sync is issued before the directory's.)
+        const synced = await Promise.allSettled([h.datasync(), s.mistakes.skipDirSync === true ? Promise.resolve() : s.fs.syncDir(s.dir)]);
+        for (const step of synced) if (step.status === 'rejected') throw step.reason;
+      } finally {
+        await h.close();
+      }
+    } catch (err) {
+      throw fromIo(err, 'create segment', seg.segPath);
+    }
+  }
+
+  /**
+   * Cuts `seg`'s file to `end` and syncs the new length (when the file is longer, or `always`);
+   * from then on the segment holds nothing past `end`.
+   */
+  async cutFile(seg: Segment, end: number, always: boolean): Promise<void> {
+    let h: FileHandle;
+    try {
+      h = await this.#s.fs.open(seg.segPath, 'write');
+    } catch (err) {
+      throw fromIo(err, 'open segment', seg.segPath);
+    }
+    try {
+      if (always || (await h.size()) > end) {
+        await h.truncate(end);
+        await h.datasync();
+      }
+    } catch (err) {
+      throw fromIo(err, 'cut segment', seg.segPath);
+    } finally {
+      await h.close().catch(() => undefined);
+    }
+    seg.allocated = Math.min(seg.allocated, end);
+    seg.stale = false;
+  }
+
+  async writeIndexFile(seg: Segment, bytes: Uint8Array, durable: boolean): Promise<void> {
+    let h: FileHandle;
+    try {
+      h = await this.#s.fs.open(seg.idxPath, 'create');
+    } catch (err) {
+      throw fromIo(err, 'create index', seg.idxPath);
+    }
+    try {
+      await h.write(bytes, 0);
+      await h.truncate(bytes.length);
+      if (durable) await h.datasync();
+    } catch (err) {
+      throw fromIo(err, 'write index', seg.idxPath);
+    } finally {
+      await h.close().catch(() => undefined);
+    }
+  }
+
+  /** Reads and decodes `<segment>.idx`; null when absent or invalid (the caller rebuilds). */
+  async readIndexFile(seg: Segment, segmentSize: number): Promise<IndexTable | null> {
+    let h: FileHandle;
+    try {
+      h = await this.#s.fs.open(seg.idxPath, 'read');
+    } catch (err) {
+      if ((err as { code?: unknown }).code === 'ENOENT') return null;
+      throw fromIo(err, 'open index', seg.idxPath);
+    }
+    try {
+      const size = await h.size();
+      // A frame takes at least 16 bytes, so an index can never need more than this: a larger file
+      // is not trusted to size an allocation.
+      const bound = INDEX_HEADER_BYTES + 4 * Math.floor(Math.max(0, segmentSize - HEADER_BYTES) / FRAME_HEADER_BYTES);
+      if (size > bound || size < INDEX_HEADER_BYTES) return null;
+      const b = new Uint8Array(size);
+      const n = await h.read(b, 0);
+      return decodeIndex(b.subarray(0, n), seg.base, seg.id);
+    } catch (err) {
+      throw fromIo(err, 'read index', seg.idxPath);
+    } finally {
+      await h.close().catch(() => undefined);
+    }
+  }
+
+  async unlinkQuietly(p: string): Promise<void> {
+    try {
+      await this.#s.fs.unlink(p);
+    } catch {
+      // Already gone, or it stays as garbage that the next open removes.
+    }
+  }
+
+  async stat(p: string): Promise<{ size: number } | null> {
+    try {
+      return await this.#s.fs.stat(p);
+    } catch (err) {
+      throw fromIo(err, 'stat', p);
+    }
+  }
+
+  /** Opens `file` for reading, runs `use` on it, closes it. */
+  async withReadHandle<T>(file: string, use: (h: FileHandle) => Promise<T>): Promise<T> {
+    let h: FileHandle;
+    try {
+      h = await this.#s.fs.open(file, 'read');
+    } catch (err) {
+      throw fromIo(err, 'open', file);
+    }
+    try {
+      return await use(h);
+    } finally {
+      await h.close().catch(() => undefined);
+    }
+  }
+
+  /** True when bytes [from, to) of `file` are all zeros (or the file ends before `to`). */
+  isZero(file: string, from: number, to: number): Promise<boolean> {
+    return this.withReadHandle(file, (h) => isZeroRange(h, from, to));
+  }
+}
+
+/** True when bytes [from, to) of `h` are all zeros (or the file ends before `to`). */
+export async function isZeroRange(h: FileHandle, from: number, to: number): Promise<boolean> {
+  const buf = Buffer.alloc(Math.min(1 << 20, to - from));
+  for (let at = from; at < to; at += buf.length) {
+    const n = Math.min(buf.length, to - at);
+    const view = buf.subarray(0, n);
+    let got: number;
+    try {
+      got = await h.read(view, at);
+    } catch (err) {
+      throw fromIo(err, 'read', h.path);
+    }
+    if (!view.subarray(0, got).equals(ZEROS_BUF.subarray(0, got))) return false;
+    if (got < n) return true;
+  }
+  return true;
+}
