@@ -74,8 +74,12 @@ export interface PayloadInfo {
   size: number;
 }
 
-/** What `put` takes: any async iterable of byte chunks, a Node Readable (binary mode) included. */
-export type PayloadBody = AsyncIterable<Uint8Array> | NodeJS.ReadableStream;
+/**
+ * What `put` takes: any async iterable of byte chunks, a Node Readable (binary mode) included (its
+ * iterator's chunk type is `any`). Written without Node's own stream types, so that the published
+ * types resolve for a consumer that does not load @types/node.
+ */
+export type PayloadBody = AsyncIterable<Uint8Array>;
 
 export interface PutOptions {
   /** Refuse (TOO_LARGE, nothing stored) a body longer than this many bytes. */
