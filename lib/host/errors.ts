@@ -96,9 +96,9 @@ export class HostStoreError extends SeglogError {
     return new HostStoreError('UNAVAILABLE', detail, {}, { cause });
   }
 
-  /** An exclusive acquire found a live holder. */
+  /** An exclusive acquire found a live holder. The message rounds `remaining` up to a whole ms; the field keeps it exact. */
   static held(holder: string, remaining: number, token: number): HostStoreError {
-    return new HostStoreError('HELD', `the fence is held by ${holder} (token ${token}) for ${remaining} ms more`, {
+    return new HostStoreError('HELD', `the fence is held by ${holder} (token ${token}) for ${Math.ceil(remaining)} ms more`, {
       holder,
       remaining,
       token,
