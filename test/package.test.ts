@@ -64,6 +64,11 @@ function readmeExample(readme: string): string {
   return block[1]!;
 }
 
+/** Every block of TypeScript in a Markdown text, in order. */
+function tsBlocks(markdown: string): string[] {
+  return [...markdown.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!);
+}
+
 /** A consumer file that touches the public surface broadly, with no import of Node's own modules. */
 const CONSUMER = `
 import {
@@ -202,9 +207,14 @@ test('the packed package installs offline into a consumer project; its commands,
     await writeFile(path.join(consumer, 'readme.ts'), `${example}\nconsole.log(first, new TextDecoder().decode(record));\n`);
     await writeFile(path.join(consumer, 'consumer.ts'), CONSUMER);
     await writeFile(path.join(consumer, 'streams.ts'), NODE_STREAMS);
+    // docs/usage.md's examples, each as a script of its own.
+    const usage = tsBlocks(await readFile(path.join(ROOT, 'docs', 'usage.md'), 'utf8'));
+    assert.ok(usage.length >= 2, 'docs/usage.md has its examples');
+    const usageFiles = usage.map((_, i) => `usage-${i + 1}.ts`);
+    for (const [i, block] of usage.entries()) await writeFile(path.join(consumer, usageFiles[i]!), `${block}\nexport {};\n`);
 
     // No tsconfig, no @types/node: TypeScript's defaults plus --strict.
-    const bare = await run(process.execPath, [TSC, '--noEmit', '--strict', 'readme.ts', 'consumer.ts'], consumer);
+    const bare = await run(process.execPath, [TSC, '--noEmit', '--strict', 'readme.ts', 'consumer.ts', ...usageFiles], consumer);
     assert.equal(bare.code, 0, `tsc without a tsconfig:\n${bare.stdout}${bare.stderr}`);
 
     // A strict tsconfig (nodenext, no skipLibCheck) over @types/node as this package is built with.
@@ -224,7 +234,7 @@ test('the packed package installs offline into a consumer project; its commands,
         skipLibCheck: false,
         outDir: 'out',
       },
-      files: ['readme.ts', 'consumer.ts', 'streams.ts'],
+      files: ['readme.ts', 'consumer.ts', 'streams.ts', ...usageFiles],
     };
     await writeFile(path.join(consumer, 'tsconfig.json'), JSON.stringify(tsconfig, null, 2));
     const configured = await run(process.execPath, [TSC, '-p', '.'], consumer);
@@ -235,6 +245,15 @@ test('the packed package installs offline into a consumer project; its commands,
     assert.equal(ran.stdout.trim(), '0 hello');
     const after = await seglog('verify', path.join(consumer, 'data'));
     assert.equal(after.code, 0, after.stdout + after.stderr);
+    const usageRuns: Run[] = [];
+    for (const f of usageFiles) {
+      const cwd = path.join(consumer, f.replace(/\.ts$/, ''));
+      await mkdir(cwd);
+      const example = await run(process.execPath, [path.join(consumer, 'out', f.replace(/\.ts$/, '.js'))], cwd);
+      assert.equal(example.code, 0, `docs/usage.md, example ${f}:\n${example.stderr}`);
+      usageRuns.push(example);
+    }
+    assert.match(usageRuns[1]!.stdout, /^\d+ states checked, 0 violations$/m, "docs/usage.md's crash test runs clean");
     const consumed = await run(process.execPath, ['--input-type=module', '-e', `import { consume } from './out/consumer.js'; console.log(await consume(${JSON.stringify(path.join(consumer, 'lib-data'))}));`], consumer);
     assert.equal(consumed.code, 0, consumed.stderr);
     assert.equal(consumed.stdout.trim(), '1 3  true 4 8388608 function function');
