@@ -1,6 +1,6 @@
 // `seglog bench ...`: the benchmark commands.
 //
-// Owns: argument parsing, the choice of sections per command, the targets the issues set, and the
+// Owns: its flag table, the choice of sections per command, the package's performance targets, and the
 // outputs (Markdown on stdout or --out, JSON with --json, an SVG chart with --svg). Guarantees:
 // - The measured filesystem is the one under --dir (default: the current directory, as
 //   pg_test_fsync does; os.tmpdir() is often tmpfs, where a sync costs nothing). Scratch files live
@@ -140,16 +140,16 @@ function findVariant(sections: readonly SectionResult[], sectionId: string, vari
 
 const NOT_RUN = 'not measured by this command: `seglog bench segments` or `seglog bench all` measures it';
 
-/** Every target the issues set, judged from this run's sections (null where not measured). */
+/** Every performance target of the package, judged from this run's sections (null where not measured). */
 export function collectTargets(sections: readonly SectionResult[], openTargetJudged: boolean): TargetCheck[] {
   const one = findVariant(sections, 'durable-256', 'seglog-256-x1');
   const many = findVariant(sections, 'durable-256', 'seglog-256-x256');
   const open = sections.find((s) => s.id === 'open-time')?.measurements.find((m) => m.id === 'open-log');
-  const notStores = 'measured by `seglog bench stores` once the store lands';
+  const notStores = 'measured by `seglog bench stores`';
   return [
     checkTarget({
       id: 'segments-one-at-a-time',
-      source: 'issue 2',
+      source: 'segmented log',
       description: 'durable 256 B appends one at a time, as a ratio to raw write + fdatasync',
       comparator: '>=',
       threshold: 0.9,
@@ -159,7 +159,7 @@ export function collectTargets(sections: readonly SectionResult[], openTargetJud
     }),
     checkTarget({
       id: 'segments-256-at-once',
-      source: 'issue 2',
+      source: 'segmented log',
       description: 'durable 256 B appends with 256 appenders at once',
       comparator: '>=',
       threshold: 100_000,
@@ -170,7 +170,7 @@ export function collectTargets(sections: readonly SectionResult[], openTargetJud
     checkTarget(
       {
         id: 'segments-open-1gib',
-        source: 'issue 2',
+        source: 'segmented log',
         description: 'open a 1 GiB log (openSegmentedLog + first read)',
         comparator: '<',
         threshold: 100,
@@ -186,11 +186,11 @@ export function collectTargets(sections: readonly SectionResult[], openTargetJud
       openTargetJudged,
     ),
     ...[
-      ['host-one-scope', 'issue 3', 'host store: one writer on one scope, as a ratio to raw write + fdatasync', '>=', 0.9, '× raw'],
-      ['host-200-scopes-vs-peers', 'issue 3', 'host store: 200 scopes at once, as a ratio to the faster of better-sqlite3 and lmdb', '>=', 1, '× best peer'],
-      ['host-open-10k-scopes', 'issue 3', 'host store: open a realm of 10,000 scopes', '<', 1000, 'ms'],
-      ['raft-one-per-append', 'issue 4', 'Raft log: 256 B entries one per append, as a ratio to raw write + fdatasync', '>=', 0.9, '× raw'],
-      ['raft-1mib-bandwidth', 'issue 4', 'Raft log: 1 MiB appends, as a ratio to raw sequential write + sync bandwidth', '>=', 0.8, '× raw'],
+      ['host-one-scope', 'host store', 'host store: one writer on one scope, as a ratio to raw write + fdatasync', '>=', 0.9, '× raw'],
+      ['host-200-scopes-vs-peers', 'host store', 'host store: 200 scopes at once, as a ratio to the faster of better-sqlite3 and lmdb', '>=', 1, '× best peer'],
+      ['host-open-10k-scopes', 'host store', 'host store: open a realm of 10,000 scopes', '<', 1000, 'ms'],
+      ['raft-one-per-append', 'Raft store', 'Raft log: 256 B entries one per append, as a ratio to raw write + fdatasync', '>=', 0.9, '× raw'],
+      ['raft-1mib-bandwidth', 'Raft store', 'Raft log: 1 MiB appends, as a ratio to raw sequential write + sync bandwidth', '>=', 0.8, '× raw'],
     ].map(([id, source, description, comparator, threshold, unit]) =>
       checkTarget({
         id: id as string,
@@ -255,7 +255,7 @@ async function runSuite(command: 'fsync' | 'segments' | 'all', o: Options): Prom
       progress.advance((logBytes / MIB) * 5);
       sections.push({
         id: 'open-time',
-        title: `Open time of a ${formatBytes(logBytes)} log (issue 2)`,
+        title: `Open time of a ${formatBytes(logBytes)} log`,
         description:
           'A log is built once (1 KiB records, sync none, one sync at the end); then `openSegmentedLog` plus a read of ' +
           'the first record is timed several times, closing in between (untimed), after one discarded warm-up open; ' +

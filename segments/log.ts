@@ -137,7 +137,7 @@ export interface SegmentedLogStats {
   recycled: number;
 }
 
-/** A segmented log; see the module header and API.md. */
+/** A segmented log; see the module header and docs/usage.md. */
 export interface SegmentedLog {
   /** First record not dropped. */
   readonly firstIndex: number;

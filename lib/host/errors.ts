@@ -8,7 +8,7 @@
 import { SeglogError } from '../errors.js';
 import type { ScopeRef } from './types.js';
 
-/** The codes of the Host Store SPI's errors (seed 000, Errors). */
+/** The codes of the Host Store SPI's errors (docs/contracts/host-store.md, section 5). */
 export type HostStoreErrorCode = 'CONFLICT' | 'FENCED_OUT' | 'INDETERMINATE' | 'INVALID' | 'UNAVAILABLE' | 'HELD';
 
 const HOST_CODES: ReadonlySet<string> = new Set<HostStoreErrorCode>([

@@ -1,7 +1,7 @@
 // Raft node: one directory holding a node's payload store and the stores of every Raft group it
-// is a member of, opened together and recovered in seed 002 §6's order.
+// is a member of, opened together and recovered in the order of docs/contracts/raft-store.md, section 6.
 //
-// Owns: `openRaftNode` (API.md, "Node recovery"), the group registry (`openGroup`), the node-wide
+// Owns: `openRaftNode` (docs/contracts/raft-store.md, section 6), the group registry (`openGroup`), the node-wide
 // index of payload digests named by live log records (the payload store's `isNamed` hook), the
 // per-group recovery report, and the rebuild of payload references from the logs
 // (`listPayloadReferences`, `rebuildPayloadReferences`, for `seglog verify`). Guarantees:
@@ -105,7 +105,7 @@ export interface RaftGroup<P extends StateMachinePlugin<unknown> = KvPlugin> {
   readonly stateMachine: FsStateMachine<P>;
 }
 
-/** What opening a group found and did (seed 002 §6), for operators and tests. */
+/** What opening a group found and did (recovery, docs/contracts/raft-store.md), for operators and tests. */
 export interface GroupRecovery {
   group: string;
   vote: Vote | null;
@@ -171,7 +171,7 @@ function positiveInt(v: unknown, what: string, min = 1): number {
 
 /**
  * Opens (creating it when `dir` holds none) the node stored in `dir`: its payload store and every
- * group, each recovered in seed 002 §6's order (see the module header). Rejects with LOCKED when
+ * group, each recovered in the contract's order (see the module header). Rejects with LOCKED when
  * the node is open elsewhere, CORRUPT when a store is damaged or a log record names a payload the
  * payload store does not hold, INVALID for bad options.
  */
@@ -255,7 +255,7 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
     return [...this.#groups.keys()];
   }
 
-  /** Opens every group under groups/, in seed 002 §6's order each; removes unfinished creations. */
+  /** Opens every group under groups/, in the contract's recovery order each; removes unfinished creations. */
   async recover(): Promise<void> {
     const fs = this.#settings.fs;
     let names: string[];
@@ -322,7 +322,7 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
     return this.#openGroupDir(id, final);
   }
 
-  /** Opens one group directory and recovers it (seed 002 §6, steps 1–5). */
+  /** Opens one group directory and recovers it (docs/contracts/raft-store.md, section 6, steps 1–5). */
   async #openGroupDir(id: string, groupDir: string): Promise<OpenGroup<P>> {
     const s = this.#settings;
     const fs = s.fs;
