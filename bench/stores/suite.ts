@@ -269,6 +269,8 @@ async function childRunsOf<R>(
     for (const name of names) {
       onRun(name, 0);
       results.get(name)?.push(...(await runChild<R>(task(name, cfg.childRuns))));
+      // One child made every run: report the others too, so that progress counts them all.
+      for (let r = 1; r < cfg.childRuns; r++) onRun(name, r);
     }
   }
   return results;
@@ -794,63 +796,48 @@ export interface StoresRun {
 export async function runStores(cfg: StoresConfig, deps: StoresDeps, progress?: Progress): Promise<StoresRun> {
   const notes: string[] = [];
   const sections: SectionResult[] = [];
-  // Each section says how long it took, set-up and builds included (the quick run's whole time is
-  // bounded by a target); at its end the progress bar stands at the section's planned end.
-  const planned = plannedStoresSections(cfg, deps);
-  const timed = async (id: string, f: () => Promise<SectionResult | null>): Promise<void> => {
+  // Each section says how long it took, set-up and builds included (a target bounds the whole run).
+  const timed = async (f: () => Promise<SectionResult | null>): Promise<void> => {
     const t0 = nowNs();
-    const startUnits = progress?.done ?? 0;
     const section = await f();
-    progress?.settle(startUnits + (planned.get(id) ?? 0));
     if (section === null) return;
     section.notes.push(`This section took ${((nowNs() - t0) / 1e9).toFixed(1)} s of wall time, set-up and builds included.`);
     sections.push(section);
   };
   const run = (id: string): boolean => runsSection(cfg, id);
-  if (run('host-commits')) await timed('host-commits', () => runSection(hostCommitSection(cfg, deps.host), progress));
-  if (run('host-open') && deps.host.available.length > 0) await timed('host-open', () => hostOpenSection(cfg, deps.host, progress));
-  if (run('raft-appends')) await timed('raft-appends', () => runSection(raftAppendSection(cfg, deps.raft), progress));
-  if (run('raft-1mib')) await timed('raft-1mib', () => runSection(raftLargeSection(cfg, deps.raft), progress));
-  if (run('raft-open') && deps.raft.available.length > 0) await timed('raft-open', () => raftOpenSection(cfg, deps.raft, progress));
-  if (run('raft-snapshot-rss')) await timed('raft-snapshot-rss', () => raftSnapshotRssSection(cfg, deps.seglog, progress));
+  if (run('host-commits')) await timed(() => runSection(hostCommitSection(cfg, deps.host), progress));
+  if (run('host-open') && deps.host.available.length > 0) await timed(() => hostOpenSection(cfg, deps.host, progress));
+  if (run('raft-appends')) await timed(() => runSection(raftAppendSection(cfg, deps.raft), progress));
+  if (run('raft-1mib')) await timed(() => runSection(raftLargeSection(cfg, deps.raft), progress));
+  if (run('raft-open') && deps.raft.available.length > 0) await timed(() => raftOpenSection(cfg, deps.raft, progress));
+  if (run('raft-snapshot-rss')) await timed(() => raftSnapshotRssSection(cfg, deps.seglog, progress));
   const put = run('payload-put') ? payloadPutSection(cfg, deps.seglog) : null;
   const get = run('payload-get') ? payloadGetSection(cfg, deps.seglog) : null;
-  if (put !== null) await timed('payload-put', () => runSection(put, progress));
-  if (get !== null) await timed('payload-get', () => runSection(get, progress));
-  if (run('payload-rss')) await timed('payload-rss', () => payloadRssSection(cfg, deps.seglog, progress));
+  if (put !== null) await timed(() => runSection(put, progress));
+  if (get !== null) await timed(() => runSection(get, progress));
+  if (run('payload-rss')) await timed(() => payloadRssSection(cfg, deps.seglog, progress));
   if (cfg.only !== undefined) notes.push(`Only these sections ran (--only): ${cfg.only.join(', ')}.`);
   return { sections, notes };
 }
 
-/** Planned wall time in ms of each section that runs (for the progress bar): its budgets plus its builds, roughly. */
-export function plannedStoresSections(cfg: StoresConfig, deps: StoresDeps): Map<string, number> {
-  const planned = new Map<string, number>();
-  const plan = (id: string, ms: () => number): void => {
-    if (runsSection(cfg, id)) planned.set(id, ms());
-  };
-  plan('host-commits', () => plannedMs(hostCommitSection(cfg, deps.host)));
-  plan('host-open', () => deps.host.available.length * (cfg.realmScopes * 0.2 + cfg.childRuns * 500));
-  plan('raft-appends', () => plannedMs(raftAppendSection(cfg, deps.raft)));
-  plan('raft-1mib', () => plannedMs(raftLargeSection(cfg, deps.raft)));
-  plan('raft-open', () => deps.raft.available.length * ((cfg.logBytes / MIB) * 8 + cfg.childRuns * 500));
-  plan('raft-snapshot-rss', () => (deps.seglog.raft.ok ? snapshotPlannedMs(cfg) : 0));
-  plan('payload-put', () => {
-    const put = payloadPutSection(cfg, deps.seglog);
-    return put === null ? 0 : plannedMs(put);
-  });
-  plan('payload-get', () => {
-    const get = payloadGetSection(cfg, deps.seglog);
-    return get === null ? 0 : plannedMs(get);
-  });
-  plan('payload-rss', () => (deps.seglog.payloads.ok ? cfg.childRuns * (cfg.bigPayloadBytes / MIB) * 8 : 0));
-  return planned;
-}
-
-/** Planned wall time in ms of the whole run (for the progress bar). */
+/** Planned wall time in ms (for the progress bar): the sections' budgets plus the builds, roughly. */
 export function plannedStoresMs(cfg: StoresConfig, deps: StoresDeps): number {
-  let total = 0;
-  for (const ms of plannedStoresSections(cfg, deps).values()) total += ms;
-  return total;
+  const run = (id: string): boolean => runsSection(cfg, id);
+  const plans: SectionPlan[] = [];
+  if (run('host-commits')) plans.push(hostCommitSection(cfg, deps.host));
+  if (run('raft-appends')) plans.push(raftAppendSection(cfg, deps.raft));
+  if (run('raft-1mib')) plans.push(raftLargeSection(cfg, deps.raft));
+  const put = run('payload-put') ? payloadPutSection(cfg, deps.seglog) : null;
+  const get = run('payload-get') ? payloadGetSection(cfg, deps.seglog) : null;
+  if (put !== null) plans.push(put);
+  if (get !== null) plans.push(get);
+  const sectionsMs = plans.reduce((t, p) => t + plannedMs(p), 0);
+  const buildsMs =
+    (run('host-open') ? deps.host.available.length * (cfg.realmScopes * 0.2 + cfg.childRuns * 500) : 0) +
+    (run('raft-open') ? deps.raft.available.length * ((cfg.logBytes / MIB) * 8 + cfg.childRuns * 500) : 0);
+  const payloadMs = run('payload-rss') && deps.seglog.payloads.ok ? cfg.childRuns * (cfg.bigPayloadBytes / MIB) * 8 : 0;
+  const snapshotMs = run('raft-snapshot-rss') && deps.seglog.raft.ok ? snapshotPlannedMs(cfg) : 0;
+  return sectionsMs + buildsMs + payloadMs + snapshotMs;
 }
 
 export type { StoreImplementation };
