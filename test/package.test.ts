@@ -167,40 +167,42 @@ test('the packed package installs offline into a consumer project; its commands,
     // --- every sub-command from the installed bin (run by this test's node) ---
     const bin = path.join(consumer, 'node_modules', '.bin', 'seglog');
     const seglog = (...args: string[]): Promise<Run> => run(process.execPath, [bin, ...args], consumer);
-    const version = await seglog('--version');
-    assert.equal(version.code, 0);
-    assert.equal(version.stdout.trim(), manifest.version);
-    const top = await seglog('--help');
-    assert.equal(top.code, 0, top.stderr);
+    // Independent runs go side by side (the test's time is mostly process starts).
+    const data = path.join(consumer, 'demo-data');
+    await copyFile(path.join(ROOT, 'bench', 'results', 'latest.json'), path.join(consumer, 'report.json'));
     const commands = ['demo', 'bench', 'crash', 'verify', 'inspect'];
-    const helps = await Promise.all(commands.map((command) => seglog(command, '--help')));
+    const [version, top, demo, crash, schema, render, ...helps] = await Promise.all([
+      seglog('--version'),
+      seglog('--help'),
+      seglog('demo', '--dir', data, '--records', '20'),
+      seglog('crash', 'cells', '--max-states', '10'),
+      seglog('bench', 'schema'),
+      seglog('bench', 'render', '--in', 'report.json', '--svg', 'chart.svg'),
+      ...commands.map((command) => seglog(command, '--help')),
+    ]);
+    assert.equal(version!.code, 0);
+    assert.equal(version!.stdout.trim(), manifest.version);
+    assert.equal(top!.code, 0, top!.stderr);
     commands.forEach((command, i) => {
       const help = helps[i]!;
-      assert.match(top.stdout, new RegExp(`\\n  ${command} `), `seglog --help lists ${command}`);
+      assert.match(top!.stdout, new RegExp(`\\n  ${command} `), `seglog --help lists ${command}`);
       assert.equal(help.code, 0, `seglog ${command} --help: ${help.stderr}`);
       assert.match(help.stdout, new RegExp(`^usage: seglog ${command}`), `seglog ${command} --help prints its usage`);
       assert.equal(help.stderr, '');
     });
-    const data = path.join(consumer, 'demo-data');
-    const demo = await seglog('demo', '--dir', data, '--records', '20');
-    assert.equal(demo.code, 0, demo.stderr);
-    assert.match(demo.stdout, /appended 20 durable records/);
-    const verify = await seglog('verify', data);
+    assert.equal(demo!.code, 0, demo!.stderr);
+    assert.match(demo!.stdout, /appended 20 durable records/);
+    assert.equal(crash!.code, 0, crash!.stderr);
+    assert.match(crash!.stdout, /no violation/);
+    assert.equal(schema!.code, 0, schema!.stderr);
+    assert.equal((JSON.parse(schema!.stdout) as { type: string }).type, 'object');
+    assert.equal(render!.code, 0, render!.stderr);
+    assert.match(await readFile(path.join(consumer, 'chart.svg'), 'utf8'), /^<svg/);
+    const [verify, inspect] = await Promise.all([seglog('verify', data), seglog('inspect', data)]);
     assert.equal(verify.code, 0, verify.stdout + verify.stderr);
     assert.match(verify.stdout, /\nclean$/m);
-    const inspect = await seglog('inspect', data);
     assert.equal(inspect.code, 0, inspect.stderr);
     assert.doesNotMatch(inspect.stdout, /undefined/);
-    const crash = await seglog('crash', 'cells', '--max-states', '10');
-    assert.equal(crash.code, 0, crash.stderr);
-    assert.match(crash.stdout, /no violation/);
-    const schema = await seglog('bench', 'schema');
-    assert.equal(schema.code, 0, schema.stderr);
-    assert.equal((JSON.parse(schema.stdout) as { type: string }).type, 'object');
-    await copyFile(path.join(ROOT, 'bench', 'results', 'latest.json'), path.join(consumer, 'report.json'));
-    const render = await seglog('bench', 'render', '--in', 'report.json', '--svg', 'chart.svg');
-    assert.equal(render.code, 0, render.stderr);
-    assert.match(await readFile(path.join(consumer, 'chart.svg'), 'utf8'), /^<svg/);
 
     // --- the library: the README's example, compiled strictly and run; a broad consumer file ---
     const example = readmeExample(await readFile(path.join(ROOT, 'README.md'), 'utf8'));
@@ -213,9 +215,9 @@ test('the packed package installs offline into a consumer project; its commands,
     const usageFiles = usage.map((_, i) => `usage-${i + 1}.ts`);
     for (const [i, block] of usage.entries()) await writeFile(path.join(consumer, usageFiles[i]!), `${block}\nexport {};\n`);
 
-    // No tsconfig, no @types/node: TypeScript's defaults plus --strict.
-    const bare = await run(process.execPath, [TSC, '--noEmit', '--strict', 'readme.ts', 'consumer.ts', ...usageFiles], consumer);
-    assert.equal(bare.code, 0, `tsc without a tsconfig:\n${bare.stdout}${bare.stderr}`);
+    // No tsconfig, no @types/node: TypeScript's defaults plus --strict (run beside the next check,
+    // before @types/node is linked in).
+    const bare = run(process.execPath, [TSC, '--noEmit', '--strict', 'readme.ts', 'consumer.ts', ...usageFiles], consumer);
 
     // A strict tsconfig (nodenext, no skipLibCheck) over @types/node as this package is built with.
     const typesDir = path.join(consumer, 'node_modules', '@types');
@@ -236,38 +238,41 @@ test('the packed package installs offline into a consumer project; its commands,
       },
       files: ['readme.ts', 'consumer.ts', 'streams.ts', ...usageFiles],
     };
-    await writeFile(path.join(consumer, 'tsconfig.json'), JSON.stringify(tsconfig, null, 2));
-    const configured = await run(process.execPath, [TSC, '-p', '.'], consumer);
+    // Not named tsconfig.json, so that the runs without one never see it.
+    await writeFile(path.join(consumer, 'tsconfig.strict.json'), JSON.stringify(tsconfig, null, 2));
+    const configured = await run(process.execPath, [TSC, '-p', 'tsconfig.strict.json'], consumer);
+    const bareRun = await bare;
+    assert.equal(bareRun.code, 0, `tsc without a tsconfig:\n${bareRun.stdout}${bareRun.stderr}`);
     assert.equal(configured.code, 0, `tsc -p (the package's @types/node):\n${configured.stdout}${configured.stderr}`);
 
-    const ran = await run(process.execPath, [path.join('out', 'readme.js')], consumer);
-    assert.equal(ran.code, 0, `the README example:\n${ran.stderr}`);
-    assert.equal(ran.stdout.trim(), '0 hello');
+    const usageDirs = usageFiles.map((f) => path.join(consumer, f.replace(/\.ts$/, '')));
+    for (const d of usageDirs) await mkdir(d);
+    const [ran, consumed, ...usageRuns] = await Promise.all([
+      run(process.execPath, [path.join('out', 'readme.js')], consumer),
+      run(process.execPath, ['--input-type=module', '-e', `import { consume } from './out/consumer.js'; console.log(await consume(${JSON.stringify(path.join(consumer, 'lib-data'))}));`], consumer),
+      ...usageFiles.map((f, i) => run(process.execPath, [path.join(consumer, 'out', f.replace(/\.ts$/, '.js'))], usageDirs[i]!)),
+    ]);
+    assert.equal(ran!.code, 0, `the README example:\n${ran!.stderr}`);
+    assert.equal(ran!.stdout.trim(), '0 hello');
+    usageRuns.forEach((r, i) => assert.equal(r.code, 0, `docs/usage.md, example ${usageFiles[i]}:\n${r.stderr}`));
+    assert.match(usageRuns[1]!.stdout, /^\d+ states checked, 0 violations$/m, "docs/usage.md's crash test runs clean");
+    assert.equal(consumed!.code, 0, consumed!.stderr);
+    assert.equal(consumed!.stdout.trim(), '1 3  true 4 8388608 function function');
     const after = await seglog('verify', path.join(consumer, 'data'));
     assert.equal(after.code, 0, after.stdout + after.stderr);
-    const usageRuns: Run[] = [];
-    for (const f of usageFiles) {
-      const cwd = path.join(consumer, f.replace(/\.ts$/, ''));
-      await mkdir(cwd);
-      const example = await run(process.execPath, [path.join(consumer, 'out', f.replace(/\.ts$/, '.js'))], cwd);
-      assert.equal(example.code, 0, `docs/usage.md, example ${f}:\n${example.stderr}`);
-      usageRuns.push(example);
-    }
-    assert.match(usageRuns[1]!.stdout, /^\d+ states checked, 0 violations$/m, "docs/usage.md's crash test runs clean");
-    const consumed = await run(process.execPath, ['--input-type=module', '-e', `import { consume } from './out/consumer.js'; console.log(await consume(${JSON.stringify(path.join(consumer, 'lib-data'))}));`], consumer);
-    assert.equal(consumed.code, 0, consumed.stderr);
-    assert.equal(consumed.stdout.trim(), '1 3  true 4 8388608 function function');
 
     // The same tsconfig over @types/node 20.10 (no NodeJS.NonSharedUint8Array). That version's own
     // files do not pass TypeScript 7's checks; none of the errors may be in the package or the consumer.
     await rm(path.join(typesDir, 'node'));
     await symlink(path.join(ROOT, 'node_modules', 'types-node-20.10'), path.join(typesDir, 'node'), 'dir');
-    const old = await run(process.execPath, [TSC, '-p', '.', '--noEmit'], consumer);
+    await writeFile(path.join(consumer, 'planted.ts'), 'export const planted: NodeJS.NonSharedUint8Array = new Uint8Array(1);\n');
+    const [old, planted] = await Promise.all([
+      run(process.execPath, [TSC, '-p', 'tsconfig.strict.json', '--noEmit'], consumer),
+      run(process.execPath, [TSC, '--noEmit', '--strict', '--types', 'node', '--module', 'nodenext', 'planted.ts'], consumer),
+    ]);
     assert.deepEqual(errorsOfOurs(old.stdout + old.stderr), [], 'with @types/node 20.10, no type error in seglog or the consumer');
     assert.ok(old.code === 0 || /node_modules[/\\]types-node-20\.10[/\\].*error TS/.test(old.stdout), `tsc ran over @types/node 20.10:\n${old.stdout}${old.stderr}`);
     // The check can fail: a name that @types/node 20.10 lacks is reported as ours.
-    await writeFile(path.join(consumer, 'planted.ts'), 'export const planted: NodeJS.NonSharedUint8Array = new Uint8Array(1);\n');
-    const planted = await run(process.execPath, [TSC, '--noEmit', '--strict', '--types', 'node', '--module', 'nodenext', 'planted.ts'], consumer);
     assert.equal(errorsOfOurs(planted.stdout).length, 1, `a planted NodeJS.NonSharedUint8Array is reported:\n${planted.stdout}`);
   } finally {
     await rm(scratch, { recursive: true, force: true });
