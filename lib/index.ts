@@ -1,4 +1,4 @@
-// seglog: the public entry point. Each section re-exports one module; see API.md for the shapes.
+// seglog: the public entry point. Each section re-exports one module; docs/contracts/ and docs/usage.md describe the shapes.
 
 // --- errors, clocks, the file-system layer (owner: core) ---
 export * from './errors.js';

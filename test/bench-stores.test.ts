@@ -278,7 +278,7 @@ async function storesSections(withSeglog: boolean): Promise<SectionResult[]> {
   return [host, open, rss, snapshot];
 }
 
-test('collectStoreTargets: judges issue 3 against raw and the faster peer per round; says why when not measured', async () => {
+test('collectStoreTargets: judges the host store against raw and the faster peer per round; says why when not measured', async () => {
   const why = { host: null, raft: `${NOT_BUILT}: no openRaftNode`, payloads: null, peers: null };
   const full = { realmScopes: 10_000, bigPayloadBytes: 1024 * MIB, snapshotBytes: 1024 * MIB };
   const byId = new Map(collectStoreTargets(await storesSections(true), full, why).map((t) => [t.id, t]));

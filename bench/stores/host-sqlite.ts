@@ -1,5 +1,5 @@
 // The Host Store SPI on better-sqlite3: a peer for `seglog bench stores`, built as a careful user
-// of SQLite would build it (seed 000, "Mapping Onto A Database: a transactional database").
+// of SQLite would build it (docs/contracts/host-store.md, "Two shapes of backend": a transactional database").
 //
 // Owns: `openSqliteHostStore`. Guarantees: one database file per realm in WAL mode with
 // `synchronous=FULL` (a commit is durable when its transaction returns: SQLite fsyncs the WAL at

@@ -1,4 +1,4 @@
-// The payload benchmarks (issue 5): put and get against raw write+fsync and raw read of the same
+// The payload benchmarks: put and get against raw write+fsync and raw read of the same
 // bytes, in the same interleaved rounds.
 //
 // Owns: the four variants. Guarantees: every operation moves one payload of `bytes` bytes,
@@ -59,7 +59,7 @@ export function rawWriteFsyncVariant(o: { id: string; dir: string; bytes: number
   };
 }
 
-/** seglog: `put` of a generated body; resolves once durable (API.md). */
+/** seglog: `put` of a generated body; resolves once durable (docs/contracts/raft-store.md). */
 export function putVariant(o: { id: string; dir: string; bytes: number; maxBytesPerRun: number; open: (dir: string) => Promise<SeglogPayloadStore> }): Variant {
   const pattern = raw.payload(CHUNK, 31);
   let store: SeglogPayloadStore | null = null;

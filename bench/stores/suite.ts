@@ -1,8 +1,8 @@
 // `seglog bench stores`: the host store, the Raft log and the payload store beside their peers and
-// their raw floors, in one run (issues 3, 4, 5 and 7), and a large Raft snapshot under an RSS watch.
+// their raw floors, in one run, and a large Raft snapshot under an RSS watch.
 //
 // Owns: the run parameters (`storesConfig`), the section plans and measurements, and the targets
-// of issues 3, 4 and 5 judged from them (`collectStoreTargets`). Guarantees:
+// of the three stores judged from them (`collectStoreTargets`). Guarantees:
 // - every comparison is one section whose variants run interleaved round by round (runner.ts), with
 //   the raw baseline in the same rounds, and every ratio is paired by round;
 // - seglog, better-sqlite3 and lmdb get byte-identical input (workloads.ts);
@@ -41,15 +41,15 @@ export interface StoresConfig {
   budget: Budget;
   /** Bytes one run of a large-record variant may write. */
   maxBytesPerRun: number;
-  /** Scopes in the realm whose open is measured (issue 3 names 10,000). */
+  /** Scopes in the realm whose open is measured (the target is stated for 10,000). */
   realmScopes: number;
   /** Size of the Raft log whose cold open is measured. */
   logBytes: number;
   /** Size of one payload in the put/get sections. */
   payloadBytes: number;
-  /** Size of the payload whose RSS growth is measured (issue 5 names 1 GiB). */
+  /** Size of the payload whose RSS growth is measured (the target is stated for 1 GiB). */
   bigPayloadBytes: number;
-  /** Value bytes of the Raft state whose snapshot's RSS growth is measured (issue 4 names 1 GiB). */
+  /** Value bytes of the Raft state whose snapshot's RSS growth is measured (the target is stated for 1 GiB). */
   snapshotBytes: number;
   /** Runs of each child-process measurement (at least 5). */
   childRuns: number;
@@ -137,7 +137,7 @@ export function hostCommitSection(cfg: StoresConfig, impls: Available<HostStore>
   ];
   return {
     id: 'host-commits',
-    title: 'Host store commits, 300 B (issue 3)',
+    title: 'Host store commits, 300 B',
     description:
       'A commit is one CommitBatch that moves one scope to its next version with a new 100 B head and one appended ' +
       '200 B row (300 B in all), under the writer\'s fence token; it counts when `commit` resolved (durable). "One ' +
@@ -236,7 +236,7 @@ export async function hostOpenSection(cfg: StoresConfig, impls: Available<HostSt
   }
   return measurementSection({
     id: 'host-open',
-    title: `Opening a realm of ${n.toLocaleString('en-US')} scopes (issue 3)`,
+    title: `Opening a realm of ${n.toLocaleString('en-US')} scopes`,
     description:
       `A realm of ${n.toLocaleString('en-US')} scopes (each a 100 B head and one 200 B row; a tenth of them of kind "mob", ` +
       'the rest "session") is built once per implementation through the SPI. Then, in a new Node process, the store is ' +
@@ -269,6 +269,8 @@ async function childRunsOf<R>(
     for (const name of names) {
       onRun(name, 0);
       results.get(name)?.push(...(await runChild<R>(task(name, cfg.childRuns))));
+      // One child made every run: report the others too, so that progress counts them all.
+      for (let r = 1; r < cfg.childRuns; r++) onRun(name, r);
     }
   }
   return results;
@@ -317,7 +319,7 @@ export function raftAppendSection(cfg: StoresConfig, impls: Available<RaftNodeHa
   ];
   return {
     id: 'raft-appends',
-    title: 'Raft log appends, 256 B entries (issue 4)',
+    title: 'Raft log appends, 256 B entries',
     description:
       'An operation is one `append([entry], onFlushed)` of one entry with 256 B of data, counted when the promise ' +
       'resolved AND onFlushed fired with null (durable). "One per append": one appender. "64 in flight": 64 appenders ' +
@@ -338,7 +340,7 @@ export function raftLargeSection(cfg: StoresConfig, impls: Available<RaftNodeHan
   const budget = { maxOps: Math.max(8, Math.floor(cfg.maxBytesPerRun / MIB)) };
   return {
     id: 'raft-1mib',
-    title: 'Raft log appends, 1 MiB entries (issue 4)',
+    title: 'Raft log appends, 1 MiB entries',
     description:
       'One appender; each append carries one entry with 1 MiB of data and counts once durable. The baseline writes ' +
       '1 MiB at the end of a growing file and fdatasyncs it. Before each run (untimed) the entries of the previous run ' +
@@ -435,7 +437,7 @@ export async function raftOpenSection(cfg: StoresConfig, impls: Available<RaftNo
   }
   return measurementSection({
     id: 'raft-open',
-    title: `Cold open of a ${formatBytes(cfg.logBytes)} Raft log (issues 4 and 7)`,
+    title: `Cold open of a ${formatBytes(cfg.logBytes)} Raft log`,
     description:
       `One group's log of ${formatBytes(cfg.logBytes)} (${entries.toLocaleString('en-US')} entries of 1 KiB) is built once per ` +
       'implementation. Then, in a new Node process, the node and the group are opened, ' +
@@ -475,7 +477,7 @@ export async function raftSnapshotRssSection(cfg: StoresConfig, seglog: SeglogSt
   const mibps = (ms: number, r: SnapshotRssResult): string => (bytesToMiB(r.snapshotBytes) / (ms / 1000)).toFixed(0);
   return measurementSection({
     id: 'raft-snapshot-rss',
-    title: `A ${formatBytes(cfg.snapshotBytes)} Raft snapshot through build, install and read (issue 4)`,
+    title: `A ${formatBytes(cfg.snapshotBytes)} Raft snapshot through build, install and read`,
     description:
       `In a new Node process, two Raft nodes are opened in new directories (a leader and a follower, group "g" on each). ` +
       `The leader's state is built through \`apply\`: ${first === undefined ? 'generated' : first.keys.toLocaleString('en-US')} ` +
@@ -551,7 +553,7 @@ export function payloadPutSection(cfg: StoresConfig, seglog: SeglogStores): Sect
   const dir = path.join(cfg.root, 'payload-put');
   return {
     id: 'payload-put',
-    title: `Payload put, ${formatBytes(cfg.payloadBytes)} payloads (issue 5)`,
+    title: `Payload put, ${formatBytes(cfg.payloadBytes)} payloads`,
     description:
       `One writer. seglog's \`put\` streams a generated ${formatBytes(cfg.payloadBytes)} body in 1 MiB chunks and resolves ` +
       'once the payload is durable (hashed, written to a temporary file, synced, renamed, directory synced). The ' +
@@ -573,7 +575,7 @@ export function payloadGetSection(cfg: StoresConfig, seglog: SeglogStores): Sect
   const dir = path.join(cfg.root, 'payload-get');
   return {
     id: 'payload-get',
-    title: `Payload get, ${formatBytes(cfg.payloadBytes)} payloads (issue 5)`,
+    title: `Payload get, ${formatBytes(cfg.payloadBytes)} payloads`,
     description:
       `One reader. seglog's \`get\` streams a stored ${formatBytes(cfg.payloadBytes)} payload to its end, verifying each ` +
       'chunk. The baseline reads a file of the same size with 1 MiB reads, each into a new buffer. Both are served from ' +
@@ -612,7 +614,7 @@ export async function payloadRssSection(cfg: StoresConfig, seglog: SeglogStores,
   const mibps = (ms: number): number => cfg.bigPayloadBytes / MIB / (ms / 1000);
   return measurementSection({
     id: 'payload-rss',
-    title: `A ${formatBytes(cfg.bigPayloadBytes)} payload in and out (issue 5)`,
+    title: `A ${formatBytes(cfg.bigPayloadBytes)} payload in and out`,
     description:
       `In a new Node process, seglog's payload store is opened (in a new, empty directory), a generated ${formatBytes(cfg.bigPayloadBytes)} body ` +
       'is put (1 MiB chunks), then got and streamed to its end. Resident memory is sampled at every chunk and every ' +
@@ -646,7 +648,7 @@ function measured(sections: readonly SectionResult[], sectionId: string, id: str
   return sections.find((s) => s.id === sectionId)?.measurements.find((m) => m.id === id);
 }
 
-/** Every target of issues 3, 4 and 5, judged from this run (null, with the reason, where not measured). */
+/** Every target of the host, Raft and payload stores, judged from this run (null, with the reason, where not measured). */
 export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pick<StoresConfig, 'realmScopes' | 'bigPayloadBytes' | 'snapshotBytes'>, why: { host: string | null; raft: string | null; payloads: string | null; peers: string | null }): TargetCheck[] {
   const notMeasured = (w: string | null, fallback: string): string => w ?? fallback;
   const hostOne = variant(sections, 'host-commits', 'host-1/seglog');
@@ -664,7 +666,7 @@ export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pic
   return [
     checkTarget({
       id: 'host-one-scope',
-      source: 'issue 3',
+      source: 'host store',
       description: 'host store: one writer on one scope, as a ratio to raw write + fdatasync',
       comparator: '>=',
       threshold: 0.9,
@@ -674,7 +676,7 @@ export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pic
     }),
     checkTarget({
       id: 'host-200-scopes-vs-peers',
-      source: 'issue 3',
+      source: 'host store',
       description: 'host store: 200 scopes at once, as a ratio to the faster of better-sqlite3 and lmdb in the same round',
       comparator: '>=',
       threshold: 1,
@@ -690,7 +692,7 @@ export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pic
     checkTarget(
       {
         id: 'host-open-10k-scopes',
-        source: 'issue 3',
+        source: 'host store',
         description: 'host store: open a realm of 10,000 scopes (open + list every head, fresh process)',
         comparator: '<',
         threshold: 1000,
@@ -707,7 +709,7 @@ export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pic
     ),
     checkTarget({
       id: 'raft-one-per-append',
-      source: 'issue 4',
+      source: 'Raft store',
       description: 'Raft log: 256 B entries one per append, as a ratio to raw write + fdatasync',
       comparator: '>=',
       threshold: 0.9,
@@ -717,7 +719,7 @@ export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pic
     }),
     checkTarget({
       id: 'raft-1mib-bandwidth',
-      source: 'issue 4',
+      source: 'Raft store',
       description: 'Raft log: 1 MiB appends, as a ratio to raw sequential write + fdatasync bandwidth',
       comparator: '>=',
       threshold: 0.8,
@@ -728,7 +730,7 @@ export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pic
     checkTarget(
       {
         id: 'raft-snapshot-1gib-rss',
-        source: 'issue 4',
+        source: 'Raft store',
         description: 'Raft: resident memory growth for a 1 GiB snapshot through build, install and read',
         comparator: '<',
         threshold: 64,
@@ -746,7 +748,7 @@ export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pic
     checkTarget(
       {
         id: 'payload-1gib-rss',
-        source: 'issue 5',
+        source: 'payload store',
         description: 'payloads: resident memory growth for a 1 GiB payload in and out',
         comparator: '<',
         threshold: 64,
@@ -764,12 +766,12 @@ export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pic
   ];
 }
 
-/** The run-time target of issue 7 for this command (not judged when `--only` left sections out). */
+/** The run-time target of this command (not judged when `--only` left sections out). */
 export function durationTarget(quick: boolean, durationMs: number, partial = false): TargetCheck {
   return checkTarget(
     {
       id: quick ? 'stores-quick-under-60s' : 'stores-full-under-10min',
-      source: 'issue 7',
+      source: 'bench stores',
       description: `\`seglog bench stores${quick ? ' --quick' : ''}\` runs end to end`,
       comparator: '<',
       threshold: quick ? 60 : 600,
@@ -794,7 +796,7 @@ export interface StoresRun {
 export async function runStores(cfg: StoresConfig, deps: StoresDeps, progress?: Progress): Promise<StoresRun> {
   const notes: string[] = [];
   const sections: SectionResult[] = [];
-  // Each section says how long it took, set-up and builds included (issue 7 bounds the whole run).
+  // Each section says how long it took, set-up and builds included (a target bounds the whole run).
   const timed = async (f: () => Promise<SectionResult | null>): Promise<void> => {
     const t0 = nowNs();
     const section = await f();

@@ -2,7 +2,7 @@
 //
 // Owns: `MemoryHostRealm` (one realm's state: scopes, the fence) and `MemoryHostStore` (one
 // process's handle over a realm). It is the store the conformance suite is validated against, and
-// a test double for users of the SPI. Guarantees: all nine obligations of seed 000, with 4 and 5
+// a test double for users of the SPI. Guarantees: all nine obligations (docs/contracts/host-store.md, section 6), with 4 and 5
 // met at commit (CONFLICT, FENCED_OUT); each commit's commit point is one synchronous step that
 // checks and applies the whole batch, so no load ever sees part of a batch; leases run on the
 // realm's clock (`options.clock`); a killed handle's in-flight commit lands wholly or never.

@@ -1,7 +1,7 @@
 // The node's payload store: content-addressed, streamed, reference-counted message bodies.
 //
-// Owns: `openPayloadStore` and the `FsPayloadStore` it returns (the PayloadStore of API.md, seed
-// 002 §3). The bytes of every file are in ./format.ts; the protocols and their crash arguments in
+// Owns: `openPayloadStore` and the `FsPayloadStore` it returns (the PayloadStore of
+// docs/contracts/raft-store.md, section 3). The bytes of every file are in ./format.ts; the protocols and their crash arguments in
 // docs/payloads.md. Guarantees:
 // - `put` resolves only when the payload is durable under its digest: the framed blob was written
 //   to a temporary file, fdatasynced, linked into `blobs/<hh>/` and that directory synced. A
@@ -65,7 +65,7 @@ import { BlobReader } from './read.js';
 import { writeFrames } from './write.js';
 
 // ---------------------------------------------------------------------------------------------
-// Public shapes (API.md, "Payload store")
+// Public shapes (docs/contracts/raft-store.md, section 8)
 
 /** A stored payload: its content address and its length in bytes. */
 export interface PayloadInfo {
@@ -74,8 +74,12 @@ export interface PayloadInfo {
   size: number;
 }
 
-/** What `put` takes: any async iterable of byte chunks, a Node Readable (binary mode) included. */
-export type PayloadBody = AsyncIterable<Uint8Array> | NodeJS.ReadableStream;
+/**
+ * What `put` takes: any async iterable of byte chunks, a Node Readable (binary mode) included (its
+ * iterator's chunk type is `any`). Written without Node's own stream types, so that the published
+ * types resolve for a consumer that does not load @types/node.
+ */
+export type PayloadBody = AsyncIterable<Uint8Array>;
 
 export interface PutOptions {
   /** Refuse (TOO_LARGE, nothing stored) a body longer than this many bytes. */
@@ -90,7 +94,7 @@ export interface GarbageReport {
   bytes: number;
 }
 
-/** The node's payload store (seed 002 §3). */
+/** The node's payload store (docs/contracts/raft-store.md, section 3). */
 export interface PayloadStore {
   /**
    * Streams `body` in and resolves once it is durable under its digest. Identical bytes are

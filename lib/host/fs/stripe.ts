@@ -202,7 +202,7 @@ export class Stripe {
   poisoned: HostStoreError | null = null;
   /** When the lock was last used (for lingering). */
   lastUse = 0;
-  lingerTimer: NodeJS.Timeout | null = null;
+  lingerTimer: ReturnType<typeof setTimeout> | null = null;
 
   readonly #lock: LazyHandle;
   readonly #gate: LazyHandle;
