@@ -123,6 +123,11 @@ export abstract class HostStoreHandle implements HostStore {
     return this.doClose();
   }
 
+  /** True once the handle was closed. */
+  protected get closed(): boolean {
+    return this.#state === 'closed';
+  }
+
   /** True once the handle was killed. */
   protected get killed(): boolean {
     return this.#state === 'killed';

@@ -33,3 +33,4 @@ export { FenceTiming } from './timing.js';
 export { MemoryHostRealm, MemoryHostStore, type MemoryHostRealmOptions } from './memory.js';
 export type { CommitStall, StallPoint } from './stall.js';
 export { openFsHostStore, FsHostStore, type FsHostStoreOptions, type FsHostStoreHooks } from './fs/index.js';
+export { openPgHostStore, PgHostStore, type PgHostStoreOptions } from './pg/index.js';

@@ -1,0 +1,522 @@
+// The PostgreSQL host store: `openPgHostStore(options)` → `PgHostStore`.
+//
+// Owns: the public class and its options, the realm's creation and version check, the mapping of
+// each SPI operation onto one statement (schema.ts), and what the store does when a statement
+// fails. Guarantees (the argument per obligation is in docs/host-store-pg.md):
+// - Every commit is one statement (`commit_batch`), so one transaction, with the batch's updates
+//   sorted by (kind, name bytes): the fixed order in which its scope rows are locked.
+// - Serialization failures and deadlocks (SQLSTATE 40001, 40P01: the transaction rolled back) are
+//   retried up to RETRIES times with jittered backoff, then answer UNAVAILABLE.
+// - A commit whose connection is lost after the statement was sent has an unknown outcome. The
+//   store settles it itself, within the timing's longest commit, by sending the same batch again
+//   on a fresh connection (the commit id makes that safe: a landed batch answers Ok and acts no
+//   more, and the scope row locks make a retry wait for a statement still running); when no answer
+//   comes in time it answers INDETERMINATE. A server that cannot be reached before anything was
+//   sent answers UNAVAILABLE. Loads are retried on a fresh connection, then answer UNAVAILABLE.
+// - Leases run on the server's clock (clock_timestamp()); no client clock is ever written.
+// - `close()` ends the store's own pool, never a pool it was given.
+
+import type { Pool, PoolClient, QueryResult } from 'pg';
+import { SeglogError } from '../../errors.js';
+import type { CommitBatch } from '../batch.js';
+import { HostStoreError } from '../errors.js';
+import { belowFirstRow, checkHolderId, checkTiming } from '../guards.js';
+import { HostStoreHandle } from '../handle.js';
+import { deletedName } from '../plan.js';
+import type { FenceTiming } from '../timing.js';
+import type { AcquireMode, FenceGrant, HeadPage, ListedHead, Row, ScopeKind, ScopeRef, ScopeUpdate, VersionedHead } from '../types.js';
+import { createSchemaSql, KIND_CODE, OP, quoteIdent, SCHEMA_VERSION, SQLSTATE } from './schema.js';
+
+/** Options of `openPgHostStore`. Give `connectionString` or `pool`, not both. */
+export interface PgHostStoreOptions {
+  /** e.g. 'postgresql:///seglog?host=/var/run/postgresql' or a postgres:// URL. The store makes its own pool. */
+  connectionString?: string;
+  /** Or an existing `pg.Pool` (node-postgres 8); the store never ends it. */
+  pool?: unknown;
+  /** The PostgreSQL schema that holds the realm: one realm per schema (default 'seglog'). */
+  schema?: string;
+  /** The renew interval and lease this store records and reports. Default `FenceTiming.default()`. */
+  timing?: FenceTiming;
+  /** Names this handle in HELD answers (at most 1024 bytes of UTF-8). Default: host, pid and a random part. */
+  holderId?: string;
+  /** Connections of the store's own pool (default 10; commits in flight beyond it wait for one). Ignored with `pool`. */
+  maxConnections?: number;
+}
+
+/** Serialization failures and deadlocks are retried this many times. */
+const RETRIES = 6;
+const MAX_HOLDER_ID_BYTES = 1024;
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+type PgModule = typeof import('pg');
+
+async function loadPg(): Promise<PgModule> {
+  try {
+    const mod = (await import('pg')) as PgModule & { default?: PgModule };
+    return mod.default ?? mod;
+  } catch (err) {
+    throw HostStoreError.unavailable('the PostgreSQL host store needs the `pg` package (node-postgres 8): npm install pg', err);
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** A jittered backoff: 0.5..1.5 times base·2^attempt, at most `cap` ms. */
+function backoff(attempt: number, base: number, cap: number): number {
+  return Math.min(cap, base * 2 ** attempt) * (0.5 + Math.random());
+}
+
+/** The SQLSTATE of an error the server answered (a pg DatabaseError), or undefined for any other failure. */
+function sqlState(err: unknown): string | undefined {
+  if (typeof err !== 'object' || err === null) return undefined;
+  const e = err as { code?: unknown; severity?: unknown };
+  return typeof e.code === 'string' && typeof e.severity === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? e.code : undefined;
+}
+
+/** True when the statement failed in its transaction and the transaction rolled back, so a retry may succeed. */
+function isRetryable(state: string | undefined): boolean {
+  return state === '40001' || state === '40P01';
+}
+
+/**
+ * True when the connection was lost or the server went away (the outcome of a statement in
+ * flight is unknown): no SQLSTATE at all (a socket error, "Connection terminated"), a connection
+ * exception (class 08), an operator intervention (class 57: shutdown, crash, cancel) or a FATAL.
+ */
+function isConnectionLoss(err: unknown): boolean {
+  const state = sqlState(err);
+  if (state === undefined) return true;
+  if (state.startsWith('08') || state.startsWith('57')) return true;
+  return (err as { severity?: unknown }).severity === 'FATAL' || (err as { severity?: unknown }).severity === 'PANIC';
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** int8 columns as safe JavaScript integers (every version, index and token is one). */
+function toSafeInt(text: string): number {
+  const n = BigInt(text);
+  if (n > MAX_SAFE || n < -MAX_SAFE) throw HostStoreError.unavailable(`the database holds ${text}, beyond the safe integers`);
+  return Number(n);
+}
+
+/** Sorts a batch's updates into the fixed lock order: kind, then the name's UTF-8 bytes. */
+function lockOrder(updates: readonly ScopeUpdate[]): { u: ScopeUpdate; name: Buffer; at: number }[] {
+  const keyed = updates.map((u, at) => ({ u, name: Buffer.from(u.scope.name, 'utf8'), at }));
+  return keyed.sort((a, b) => KIND_CODE[a.u.scope.kind] - KIND_CODE[b.u.scope.kind] || Buffer.compare(a.name, b.name));
+}
+
+/** The parameters of `commit_batch` for `batch` (see schema.ts). */
+function commitParams(batch: CommitBatch, sorted: ReturnType<typeof lockOrder>): unknown[] {
+  const kind: number[] = [];
+  const prev: (number | null)[] = [];
+  const op: number[] = [];
+  const trunc: (number | null)[] = [];
+  const drop: (number | null)[] = [];
+  const nameOff: number[] = [];
+  const nameLen: number[] = [];
+  const headOff: number[] = [];
+  const headLen: number[] = [];
+  const rowFirst: number[] = [];
+  const rowCount: number[] = [];
+  const rowOff: number[] = [];
+  const rowLen: number[] = [];
+  const pieces: Uint8Array[] = [];
+  let at = 1;
+  const put = (bytes: Uint8Array): number => {
+    const start = at;
+    pieces.push(bytes);
+    at += bytes.length;
+    return start;
+  };
+  for (const { u, name } of sorted) {
+    kind.push(KIND_CODE[u.scope.kind]);
+    prev.push(u.previous);
+    op.push((u.delete === true ? OP.delete : 0) | (u.head !== undefined ? OP.head : 0) | (u.truncateAfter !== undefined ? OP.truncate : 0) | (u.dropBefore !== undefined ? OP.drop : 0));
+    trunc.push(u.truncateAfter ?? null);
+    drop.push(u.dropBefore ?? null);
+    nameOff.push(put(name));
+    nameLen.push(name.length);
+    headOff.push(u.head !== undefined ? put(u.head) : at);
+    headLen.push(u.head?.length ?? 0);
+    const rows = u.append ?? [];
+    rowFirst.push(rowOff.length + 1);
+    rowCount.push(rows.length);
+    for (const row of rows) {
+      rowOff.push(put(row));
+      rowLen.push(row.length);
+    }
+  }
+  const blob = Buffer.concat(pieces, at - 1);
+  // The batch's own order, as positions in the lock order (1-based): a refusal names the update plan.ts would.
+  const order = sorted.map((x, pos) => ({ at: x.at, pos: pos + 1 })).sort((a, b) => a.at - b.at).map((x) => x.pos);
+  return [batch.commitId, batch.token, kind, prev, op, trunc, drop, nameOff, nameLen, headOff, headLen, rowFirst, rowCount, rowOff, rowLen, order, blob];
+}
+
+/** The SPI answer for a refusal `commit_batch` raised; null when the batch landed before (Ok). */
+function refusal(err: { code: string; message: string; detail?: string }, batch: CommitBatch, sorted: ReturnType<typeof lockOrder>): HostStoreError | null {
+  const at = (text: string | undefined): ScopeUpdate => sorted[Number(text)]!.u;
+  switch (err.code) {
+    case SQLSTATE.landed:
+      return null;
+    case SQLSTATE.fencedOut:
+      return HostStoreError.fencedOut(Number(err.message));
+    case SQLSTATE.conflict: {
+      const u = at(err.message);
+      return HostStoreError.conflict(u.scope, err.detail === undefined || err.detail === '' ? null : Number(err.detail));
+    }
+    default: {
+      if (err.message === 'never-issued') return HostStoreError.invalid(`fence token ${batch.token} was never issued`);
+      const [i, first] = (err.detail ?? '').split(' ');
+      const u = at(i);
+      const index = batch.updates.indexOf(u);
+      if (err.message === 'deleted-name') return deletedName(u.scope, index);
+      if (err.message === 'truncate-below-first') {
+        return HostStoreError.invalid(`update ${index}: truncateAfter ${u.truncateAfter} is below the first visible row ${first}`, { update: index, first: Number(first) });
+      }
+      return HostStoreError.invalid(`update ${index}: row indices would overflow`);
+    }
+  }
+}
+
+const openKey: unknown = Object.freeze({});
+
+/** A handle on a realm kept in a PostgreSQL schema (see the module header). Implements HostStore; `close()` is idempotent. */
+export class PgHostStore extends HostStoreHandle {
+  /** The schema that holds the realm. */
+  readonly schema: string;
+  readonly #pool: Pool;
+  readonly #ownsPool: boolean;
+  readonly #sql: ReturnType<typeof statements>;
+  readonly #types: { getTypeParser: (oid: number, format?: 'text' | 'binary') => (value: string) => unknown };
+  /** Connections checked out by this handle (a kill cuts them). */
+  readonly #inUse = new Set<PoolClient>();
+  readonly #leaseMs: number;
+  readonly #settleMs: number;
+
+  /** @internal Use `openPgHostStore`. */
+  constructor(pg: PgModule, pool: Pool, ownsPool: boolean, schema: string, holderId: string, timing: FenceTiming, key: unknown) {
+    if (key !== openKey) throw new TypeError('use openPgHostStore() to open a PgHostStore');
+    super(holderId, timing);
+    this.schema = schema;
+    this.#pool = pool;
+    this.#ownsPool = ownsPool;
+    this.#sql = statements(schema);
+    this.#leaseMs = timing.lease;
+    this.#settleMs = timing.maxCommitLatency;
+    const base = pg.types;
+    this.#types = { getTypeParser: (oid, format) => (oid === 20 ? toSafeInt : base.getTypeParser(oid, format ?? 'text')) as (value: string) => unknown };
+  }
+
+  // ---- connections ----
+
+  /** A connection of the pool; UNAVAILABLE when the server cannot be reached (nothing was sent). */
+  async #connect(): Promise<PoolClient> {
+    this.usable();
+    let client: PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (err) {
+      throw HostStoreError.unavailable(`cannot reach the PostgreSQL server: ${messageOf(err)}`, err);
+    }
+    if (this.killed) {
+      client.release(true);
+      throw HostStoreError.unavailable('the process behind this handle was killed');
+    }
+    this.#inUse.add(client);
+    return client;
+  }
+
+  #release(client: PoolClient, err?: unknown): void {
+    this.#inUse.delete(client);
+    // A connection that failed is destroyed, never handed out again.
+    client.release(err !== undefined && isConnectionLoss(err) ? (err instanceof Error ? err : true) : undefined);
+  }
+
+  async #query(client: PoolClient, name: string, text: string, values: unknown[]): Promise<QueryResult> {
+    return client.query({ name, text, values, types: this.#types });
+  }
+
+  /** Runs a read-only statement; a lost connection or a retryable failure is retried, then UNAVAILABLE. */
+  async #read(what: string, name: string, text: string, values: unknown[]): Promise<QueryResult> {
+    for (let attempt = 0; ; attempt++) {
+      const client = await this.#connect();
+      try {
+        const result = await this.#query(client, name, text, values);
+        this.#release(client);
+        return result;
+      } catch (err) {
+        this.#release(client, err);
+        if (err instanceof HostStoreError) throw err;
+        if (attempt < RETRIES && !this.killed && (isRetryable(sqlState(err)) || isConnectionLoss(err))) {
+          await sleep(backoff(attempt, 5, 500));
+          continue;
+        }
+        throw HostStoreError.unavailable(`${what}: ${messageOf(err)}`, err);
+      }
+    }
+  }
+
+  // ---- fence ----
+
+  protected async doAcquire(mode: AcquireMode): Promise<FenceGrant> {
+    const r = await this.#fenceCall('acquire the fence', `${this.#sql.prefix}acquire`, this.#sql.acquire, [mode === 'exclusive', this.holderId, this.#leaseMs]);
+    const row = r.rows[0] as { token: number | null; superseded_ms: number | null; held_holder: string | null; held_ms: number | null; held_token: number | null };
+    if (row.token === null) throw HostStoreError.held(row.held_holder ?? '', Math.max(1, Math.ceil(row.held_ms ?? 0)), row.held_token ?? 0);
+    return { token: row.token, supersededLease: Math.ceil(row.superseded_ms ?? 0) };
+  }
+
+  protected async doRenew(token: number): Promise<void> {
+    const r = await this.#fenceCall('renew the fence', `${this.#sql.prefix}renew`, this.#sql.renew, [token, this.#leaseMs]);
+    const answer = (r.rows[0] as { answer: number }).answer;
+    if (answer === 0) return;
+    if (answer > 0) throw HostStoreError.fencedOut(answer);
+    throw HostStoreError.invalid(`fence token ${token} was never issued`);
+  }
+
+  /**
+   * Runs an acquire or a renew. Both are one transaction that is safe to run again when it failed
+   * before COMMIT; when the connection is lost mid-way the outcome is unknown, and the call answers
+   * UNAVAILABLE: an acquire that landed anyway only burned a token (tokens only grow; the next
+   * acquire answers a higher one), and a renew that landed anyway only recorded a lease.
+   */
+  async #fenceCall(what: string, name: string, text: string, values: unknown[]): Promise<QueryResult> {
+    for (let attempt = 0; ; attempt++) {
+      const client = await this.#connect();
+      try {
+        const result = await this.#query(client, name, text, values);
+        this.#release(client);
+        return result;
+      } catch (err) {
+        this.#release(client, err);
+        if (attempt < RETRIES && !this.killed && isRetryable(sqlState(err))) {
+          await sleep(backoff(attempt, 5, 500));
+          continue;
+        }
+        throw HostStoreError.unavailable(`${what}: ${messageOf(err)}`, err);
+      }
+    }
+  }
+
+  // ---- loads ----
+
+  protected async doLoadHead(scope: ScopeRef): Promise<VersionedHead | null> {
+    const r = await this.#read('load a head', `${this.#sql.prefix}head`, this.#sql.head, [KIND_CODE[scope.kind], Buffer.from(scope.name, 'utf8')]);
+    const row = r.rows[0] as { version: number; commit_id: string; head: Buffer } | undefined;
+    return row === undefined ? null : { version: row.version, commitId: row.commit_id, head: new Uint8Array(row.head) };
+  }
+
+  protected async doListHeads(kind: ScopeKind, after: string | null, limit: number): Promise<HeadPage> {
+    // One more than asked: whether it exists decides `next`.
+    const r =
+      after === null
+        ? await this.#read('list heads', `${this.#sql.prefix}list-first`, this.#sql.listFirst, [KIND_CODE[kind], limit + 1])
+        : await this.#read('list heads', `${this.#sql.prefix}list`, this.#sql.list, [KIND_CODE[kind], Buffer.from(after, 'utf8'), limit + 1]);
+    const rows = r.rows as { name: Buffer; version: number; commit_id: string; head: Buffer }[];
+    const heads: ListedHead[] = rows.slice(0, limit).map((x) => ({
+      name: decodeName(x.name),
+      head: { version: x.version, commitId: x.commit_id, head: new Uint8Array(x.head) },
+    }));
+    return { heads, next: rows.length > limit ? heads[heads.length - 1]!.name : null };
+  }
+
+  protected async doReadRows(scope: ScopeRef, from: number, limit: number): Promise<Row[]> {
+    const r = await this.#read('read rows', `${this.#sql.prefix}rows`, this.#sql.rows, [KIND_CODE[scope.kind], Buffer.from(scope.name, 'utf8'), from, limit]);
+    const rows = r.rows as { first: number; idx: number | null; data: Buffer | null }[];
+    if (rows.length === 0) return [];
+    const first = rows[0]!.first;
+    if (from < first) throw belowFirstRow(from, first);
+    const out: Row[] = [];
+    for (const x of rows) if (x.idx !== null) out.push({ index: x.idx, data: new Uint8Array(x.data!) });
+    return out;
+  }
+
+  // ---- commit ----
+
+  protected async doCommit(batch: CommitBatch): Promise<void> {
+    const sorted = lockOrder(batch.updates);
+    const values = commitParams(batch, sorted);
+    const deadline = performance.now() + this.#settleMs;
+    let sent = false;
+    for (let attempt = 0; ; attempt++) {
+      let client: PoolClient;
+      try {
+        client = await this.#connect();
+      } catch (err) {
+        // Nothing of this attempt reached the server: before anything was ever sent, UNAVAILABLE.
+        if (!sent) throw err;
+        if (this.killed || this.closed || performance.now() > deadline) throw this.#unknown(err);
+        await sleep(backoff(attempt, 20, 500));
+        continue;
+      }
+      try {
+        sent = true;
+        await this.#query(client, `${this.#sql.prefix}commit`, this.#sql.commit, values);
+        this.#release(client);
+        return;
+      } catch (err) {
+        this.#release(client, err);
+        const state = sqlState(err);
+        if (state !== undefined && state.startsWith('SL')) {
+          const refused = refusal(err as { code: string; message: string; detail?: string }, batch, sorted);
+          if (refused === null) return;
+          throw refused;
+        }
+        if (this.killed) throw this.#unknown(err);
+        if (isRetryable(state) && attempt < RETRIES) {
+          await sleep(backoff(attempt, 5, 500));
+          continue;
+        }
+        if (!isConnectionLoss(err)) {
+          // The server refused the statement: its transaction rolled back, nothing was applied.
+          throw HostStoreError.unavailable(`commit ${batch.commitId}: ${messageOf(err)}`, err);
+        }
+        // The outcome is unknown: send the same batch again (it acts once) until the deadline.
+        if (performance.now() > deadline) throw this.#unknown(err);
+        await sleep(backoff(attempt, 20, 500));
+      }
+    }
+  }
+
+  #unknown(err: unknown): HostStoreError {
+    return HostStoreError.indeterminate(`the connection was lost with the commit sent, and no answer came within ${this.#settleMs} ms: ${messageOf(err)}`, err);
+  }
+
+  // ---- life ----
+
+  protected async doClose(): Promise<void> {
+    if (this.#ownsPool) await this.#pool.end();
+  }
+
+  /** A kill cuts every connection this handle holds, as a dead process's are cut; a statement in flight lands wholly or never. */
+  protected override async doKill(): Promise<void> {
+    for (const client of this.#inUse) {
+      (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+    }
+    if (this.#ownsPool) await this.#pool.end().catch(() => undefined);
+  }
+}
+
+function decodeName(bytes: Buffer): string {
+  try {
+    return decoder.decode(bytes);
+  } catch (err) {
+    throw new SeglogError('CORRUPT', `a scope name in the database is not UTF-8 (${bytes.toString('hex')})`, { cause: err });
+  }
+}
+
+/** The statements of one realm. */
+function statements(schema: string) {
+  const s = quoteIdent(schema);
+  const params = Array.from({ length: 17 }, (_, i) => `$${i + 1}`).join(', ');
+  return {
+    prefix: `seglog:${schema}:`,
+    commit: `SELECT ${s}.commit_batch(${params})`,
+    acquire: `SELECT * FROM ${s}.acquire_fence($1, $2, $3)`,
+    renew: `SELECT ${s}.renew_fence($1, $2) AS answer`,
+    head: `SELECT version, commit_id, head FROM ${s}.scopes WHERE kind = $1 AND name = $2 AND NOT deleted`,
+    listFirst: `SELECT name, version, commit_id, head FROM ${s}.scopes WHERE kind = $1 AND NOT deleted ORDER BY name LIMIT $2`,
+    list: `SELECT name, version, commit_id, head FROM ${s}.scopes WHERE kind = $1 AND NOT deleted AND name > $2 ORDER BY name LIMIT $3`,
+    // One statement, one snapshot: the scope's range and its rows agree.
+    rows:
+      `SELECT t.first, r.idx, r.data FROM ${s}.scopes t LEFT JOIN LATERAL (` +
+      `SELECT idx, data FROM ${s}.rows WHERE kind = t.kind AND name = t.name AND idx >= $3 AND idx < t."end" ORDER BY idx LIMIT $4` +
+      `) r ON true WHERE t.kind = $1 AND t.name = $2 AND NOT t.deleted ORDER BY r.idx`,
+  };
+}
+
+/** A schema name: 1..63 bytes (PostgreSQL's identifier limit), no NUL. */
+function checkSchemaName(schema: unknown): string {
+  const name = schema ?? 'seglog';
+  if (typeof name !== 'string' || name.length === 0 || Buffer.byteLength(name) > 63 || name.includes('\u0000')) {
+    throw HostStoreError.invalid('schema must be a name of 1..63 bytes without NUL');
+  }
+  return name;
+}
+
+/** Creates the realm's tables on first use; refuses a realm whose schema version is newer than this code's. */
+async function ensureSchema(pool: Pool, schema: string): Promise<void> {
+  const s = quoteIdent(schema);
+  const client = await pool.connect().catch((err: unknown) => {
+    throw HostStoreError.unavailable(`cannot reach the PostgreSQL server: ${messageOf(err)}`, err);
+  });
+  let failed: unknown;
+  try {
+    const read = async (): Promise<number | null> => {
+      // The catalog read through a snapshot (not the cache), so a schema just made by another open shows.
+      const exists = await client.query(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'seglog_meta') AS present",
+        [schema],
+      );
+      if (!(exists.rows[0] as { present: boolean }).present) return null;
+      const r = await client.query(`SELECT value::text AS v FROM ${s}.seglog_meta WHERE key = 'schema_version'`);
+      const row = r.rows[0] as { v: string } | undefined;
+      return row === undefined ? null : Number(row.v);
+    };
+    let version = await read();
+    if (version === null) {
+      // Two first opens at once: the transaction-scoped advisory lock lets one create, the other then reads.
+      await client.query('BEGIN');
+      try {
+        await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`seglog schema ${schema}`]);
+        version = await read();
+        if (version === null) await client.query(createSchemaSql(schema));
+        await client.query('COMMIT');
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw err;
+      }
+      version = await read();
+    }
+    if (version === null) throw HostStoreError.unavailable(`schema ${schema} has no seglog_meta version row`);
+    if (version > SCHEMA_VERSION) {
+      throw new SeglogError('VERSION_TOO_NEW', `the realm in schema ${schema} has schema version ${version}; this seglog reads up to ${SCHEMA_VERSION}`, {
+        details: { schema, version, supported: SCHEMA_VERSION },
+      });
+    }
+  } catch (err) {
+    failed = err;
+    if (err instanceof SeglogError) throw err;
+    throw HostStoreError.unavailable(`create or check the realm in schema ${schema}: ${messageOf(err)}`, err);
+  } finally {
+    client.release(failed !== undefined && isConnectionLoss(failed) ? true : undefined);
+  }
+}
+
+function looksLikePool(pool: unknown): pool is Pool {
+  return typeof pool === 'object' && pool !== null && typeof (pool as Pool).connect === 'function' && typeof (pool as Pool).query === 'function';
+}
+
+/**
+ * Opens the realm held in `options.schema` (default 'seglog') of a PostgreSQL database, creating
+ * its tables on first use. Throws INVALID for bad options, UNAVAILABLE when the server cannot be
+ * reached, VERSION_TOO_NEW when the realm was made by a newer seglog.
+ */
+export async function openPgHostStore(options: PgHostStoreOptions): Promise<PgHostStore> {
+  if (typeof options !== 'object' || options === null) throw HostStoreError.invalid('openPgHostStore needs options with a connectionString or a pool');
+  const { connectionString, pool: given } = options;
+  if ((connectionString === undefined) === (given === undefined)) throw HostStoreError.invalid('give exactly one of connectionString and pool');
+  if (connectionString !== undefined && (typeof connectionString !== 'string' || connectionString.length === 0)) throw HostStoreError.invalid('connectionString must be a non-empty string');
+  if (given !== undefined && !looksLikePool(given)) throw HostStoreError.invalid('pool must be a pg.Pool (node-postgres 8)');
+  const schema = checkSchemaName(options.schema);
+  const timing = checkTiming(options.timing);
+  const holderId = checkHolderId(options.holderId, MAX_HOLDER_ID_BYTES);
+  const max = options.maxConnections ?? 10;
+  if (!Number.isSafeInteger(max) || max < 1) throw HostStoreError.invalid('maxConnections must be an integer of at least 1');
+  const pg = await loadPg();
+  const pool = given !== undefined ? (given as Pool) : new pg.Pool({ connectionString, max });
+  // An idle connection the server dropped (a restart) is taken out of the pool; without a
+  // listener the pool's 'error' event would end the process.
+  if (given === undefined) pool.on('error', () => undefined);
+  try {
+    await ensureSchema(pool, schema);
+  } catch (err) {
+    if (given === undefined) await pool.end().catch(() => undefined);
+    throw err;
+  }
+  return new PgHostStore(pg, pool, given === undefined, schema, holderId, timing, openKey);
+}
