@@ -32,7 +32,7 @@ export interface ScratchPostgres {
   /** The server's major version, as `postgres --version` says it. */
   readonly version: string;
   /** Runs one of the server's tools (`pgbench`, `psql`, ...) as the server's user; answers stdout. */
-  run(tool: string, args: readonly string[], options?: { timeoutMs?: number }): Promise<string>;
+  run(tool: string, args: readonly string[], options?: { timeoutMs?: number; env?: Readonly<Record<string, string>> }): Promise<string>;
   /** `pg_ctl stop -m immediate`: the server dies without a checkpoint, as in a crash; the next start recovers from WAL. */
   stopImmediately(): Promise<void>;
   /** Starts the server on the same data directory (after `stopImmediately`), waiting until it accepts connections. */
@@ -104,10 +104,10 @@ function runAs(): RunAs {
   return { user: 'postgres', ...pg, wrap: (argv) => ['su', ['-s', '/bin/sh', 'postgres', '-c', argv.map(shellQuote).join(' ')]] };
 }
 
-function execAs(as: RunAs, argv: readonly string[], timeoutMs: number): Promise<string> {
+function execAs(as: RunAs, argv: readonly string[], timeoutMs: number, env: Readonly<Record<string, string>> = {}): Promise<string> {
   const [cmd, args] = as.wrap(argv);
   return new Promise((resolve, reject) => {
-    execFile(cmd, args, { encoding: 'utf8', timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024, env: { ...process.env, LC_ALL: 'C' } }, (err, stdout, stderr) => {
+    execFile(cmd, args, { encoding: 'utf8', timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024, env: { ...process.env, LC_ALL: 'C', ...env } }, (err, stdout, stderr) => {
       if (err !== null) reject(new Error(`${argv.map((a) => path.basename(a)).join(' ')} failed: ${err.message}\n${stderr}`.trim()));
       else resolve(stdout);
     });
@@ -190,7 +190,7 @@ export async function startScratchPostgres(options: ScratchPostgresOptions = {})
       user: as.user,
       bindir,
       version,
-      run: (name, args, o = {}) => execAs(as, [tool(name), ...args], o.timeoutMs ?? 600_000),
+      run: (name, args, o = {}) => execAs(as, [tool(name), ...args], o.timeoutMs ?? 600_000, o.env),
       stopImmediately: async () => {
         await execAs(as, [tool('pg_ctl'), '-D', data, '-m', 'immediate', '-w', 'stop'], 60_000);
         started = false;

@@ -223,6 +223,7 @@ export class PgHostStore extends HostStoreHandle {
     } catch (err) {
       throw HostStoreError.unavailable(`cannot reach the PostgreSQL server: ${messageOf(err)}`, err);
     }
+    guardClient(client);
     if (this.killed) {
       client.release(true);
       throw HostStoreError.unavailable('the process behind this handle was killed');
@@ -401,6 +402,19 @@ export class PgHostStore extends HostStoreHandle {
   }
 }
 
+const guarded = new WeakSet<PoolClient>();
+
+/**
+ * A connection checked out of a pool emits 'error' when its socket fails (a server restart), besides
+ * failing the statement in flight; without a listener that event would end the process. The
+ * statement's own failure is what the store answers from.
+ */
+function guardClient(client: PoolClient): void {
+  if (guarded.has(client)) return;
+  guarded.add(client);
+  client.on('error', () => undefined);
+}
+
 function decodeName(bytes: Buffer): string {
   try {
     return decoder.decode(bytes);
@@ -444,6 +458,7 @@ async function ensureSchema(pool: Pool, schema: string): Promise<void> {
   const client = await pool.connect().catch((err: unknown) => {
     throw HostStoreError.unavailable(`cannot reach the PostgreSQL server: ${messageOf(err)}`, err);
   });
+  guardClient(client);
   let failed: unknown;
   try {
     const read = async (): Promise<number | null> => {
@@ -508,7 +523,8 @@ export async function openPgHostStore(options: PgHostStoreOptions): Promise<PgHo
   const max = options.maxConnections ?? 10;
   if (!Number.isSafeInteger(max) || max < 1) throw HostStoreError.invalid('maxConnections must be an integer of at least 1');
   const pg = await loadPg();
-  const pool = given !== undefined ? (given as Pool) : new pg.Pool({ connectionString, max });
+  // The holder id names the connections in pg_stat_activity (PostgreSQL keeps 63 bytes of it).
+  const pool = given !== undefined ? (given as Pool) : new pg.Pool({ connectionString, max, application_name: `seglog ${holderId}`.slice(0, 63) });
   // An idle connection the server dropped (a restart) is taken out of the pool; without a
   // listener the pool's 'error' event would end the process.
   if (given === undefined) pool.on('error', () => undefined);
