@@ -2,8 +2,9 @@
 // this file starts (test/support/pg.ts; SEGLOG_PG_URL points the first two at a user's server):
 // - writer processes SIGKILLed at random moments — inside their open, inside their takeover of
 //   the fence, inside commits, after another writer took the fence from them — with the ledger
-//   checker (test/support/host-ledger.ts) after every round: loads from two handles, before and
-//   after the next acquire, and after a reopen, agree with what the writers were told;
+//   checker (test/support/host-ledger.ts) right after every round: loads from two handles, before
+//   and after the next acquire, and after a reopen, agree with each other and with what the
+//   writers were told;
 // - two handles in two processes racing acquires and commits on shared scopes, meeting CONFLICT
 //   and FENCED_OUT under real concurrency, checked the same way;
 // - the server itself stopped with `pg_ctl stop -m immediate` (no checkpoint, as in a crash) and
@@ -67,7 +68,6 @@ function register(server: TestPostgres): void {
     let kills = 0;
     let early = 0;
     let rounds = 0;
-    let lateLandings = 0;
     try {
       for (let round = 0; kills < KILLS && performance.now() < deadline; round++) {
         rounds++;
@@ -109,28 +109,14 @@ function register(server: TestPostgres): void {
           if (w.stderr().length > 0) throw new Error(`writer ${w.holder} (pid ${w.pid}) failed:\n${w.stderr()}`);
           check.absorb(w.holder, w.ledger);
         }
-        // A load at once: the server may still be running a statement a dead writer sent (only the
-        // server decides when it ends), so this load may miss a batch that lands a moment later.
-        const first = await opener(schema)('early');
-        const firstSeen = await check.observe(first, { heads: false });
-        await first.close();
-        // Once the dead writers' connections are gone from the server, nothing of theirs can land:
-        // from here every load agrees — two handles, before and after the next acquire, a reopen.
-        await backendsGone(server, writers.map((w) => w.holder));
+        // Loads at once — two handles, the same before and after the next acquire, a reopen — agree:
+        // a dead writer's transaction still open on the server can only roll back.
         await check.check(opener(schema), { acquire: true });
-        for (const [scope, ids] of firstSeen) {
-          const now = check.visible.get(scope)!;
-          assert.deepEqual(now.slice(0, ids.length), ids, `${scope}: what the first load showed is gone or reordered`);
-          for (const id of now.slice(ids.length)) {
-            assert.ok(!check.acked.has(id) || ![...writers].some((w) => w.ledger.some((e) => e.t === 'ack' && e['id'] === id)), `${scope}: batch ${id} was acknowledged in this round but the first load missed it`);
-            lateLandings++;
-          }
-        }
       }
       const answers = Object.fromEntries(check.answers);
       console.log(
         `pg kill test: ${kills} kills in ${rounds} rounds (${early} inside an open or takeover), answers ${JSON.stringify(answers)}, ` +
-          `${check.shown()} batch-scope pairs showing at the end; ${lateLandings} batch-scope pairs of dead writers landed after the first load of their round`,
+          `${check.shown()} batch-scope pairs showing at the end`,
       );
       assert.ok(kills >= Math.min(KILLS, 60), `only ${kills} kills within the time budget`);
       assert.ok((check.answers.get('ok') ?? 0) > 0 && (check.answers.get('FENCED_OUT') ?? 0) > 0, 'the run committed and met the fence');
@@ -184,18 +170,6 @@ function register(server: TestPostgres): void {
       else await dropSchema(server.admin, schema).catch(() => dropSchema(server.admin, schema));
     }
   });
-}
-
-/** Waits until no connection of these holders is left on the server (their backends have ended). */
-async function backendsGone(server: TestPostgres, holders: readonly string[]): Promise<void> {
-  const names = holders.map((h) => `seglog ${h}`.slice(0, 63));
-  const deadline = performance.now() + 30_000;
-  for (;;) {
-    const r = await server.admin.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = ANY($1)', [names]);
-    if ((r.rows[0] as { n: number }).n === 0) return;
-    if (performance.now() > deadline) throw new Error(`the connections of ${holders.join(', ')} are still on the server after 30 s`);
-    await sleep(10);
-  }
 }
 
 /** Commit loops on disjoint scope sets, three immediate stops and starts of the server under them, then the ledger check. */

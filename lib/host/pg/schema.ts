@@ -5,12 +5,15 @@
 // - Scope names are `bytea` (their UTF-8 bytes) everywhere: in the primary key, in the listing's
 //   partial index, in the ORDER BY and in the page cursor `name > $after`, so every listing is in
 //   byte order whatever the database's collation.
-// - `commit_batch` is one statement, so one transaction: it takes the fence table's ROW SHARE lock
-//   (shared: commits never wait on each other for it; an acquire's EXCLUSIVE lock waits for every
-//   commit holding it and holds back the later ones), reads the highest token, then writes each
-//   scope in the order the client sorted them (kind, then name bytes), where each UPDATE or INSERT
-//   locks only that scope's row. Every refusal raises, so the transaction rolls back whole: a
-//   retry of a landed batch (SL000), CONFLICT (SL001), FENCED_OUT (SL002), INVALID (SL003).
+// - `commit_batch` runs in the commit's transaction, which the client ends with COMMIT only once
+//   the function answered: it takes the fence table's ROW EXCLUSIVE lock (commits never wait on
+//   each other for it; an acquire's EXCLUSIVE lock and a load's SHARE lock wait for every commit
+//   transaction holding it and hold back the later ones), reads the highest token, then writes
+//   each scope in the order the client sorted them (kind, then name bytes), where each UPDATE or
+//   INSERT locks only that scope's row. Every refusal raises, so the transaction rolls back
+//   whole: a retry of a landed batch (SL000), CONFLICT (SL001), FENCED_OUT (SL002), INVALID (SL003).
+// - The loads (`load_head`, `list_heads`, `read_rows`) wait for the commit transactions in flight,
+//   so whatever a load answers about a batch, every later load answers too.
 // - The rules are those of lib/host/plan.ts, in its order: retry, token, then each update's
 //   version, deleted name, truncate below the first row, the row arithmetic of truncate, drop,
 //   append, head; a model-based test holds this store to the memory store's answers.
@@ -77,6 +80,7 @@ INSERT INTO ${s}.fence VALUES (1, 0);
 INSERT INTO ${s}.lease VALUES (1, 0, '', 'epoch');
 ${commitFunctionSql(schema)}
 ${fenceFunctionsSql(schema)}
+${loadFunctionsSql(schema)}
 INSERT INTO ${s}.seglog_meta VALUES ('schema_version', ${SCHEMA_VERSION});
 `;
 }
@@ -116,8 +120,9 @@ BEGIN
     names := names || substring(p_blob FROM p_name_off[i] FOR p_name_len[i]);
     nexts := nexts || COALESCE(p_prev[i] + 1, 1);
   END LOOP;
-  -- The fence: ROW SHARE on its table for the whole transaction, then the highest token.
-  LOCK TABLE ${s}.fence IN ROW SHARE MODE;
+  -- The fence: its table's ROW EXCLUSIVE lock for the whole transaction (commits never wait on
+  -- each other for it), then the highest token.
+  LOCK TABLE ${s}.fence IN ROW EXCLUSIVE MODE;
   SELECT token INTO highest FROM ${s}.fence WHERE id = 1;
   IF p_token <> highest THEN
     PERFORM 1 FROM ${s}.scopes t, unnest(p_kind, names, nexts) AS b(kind, name, nxt)
@@ -208,7 +213,7 @@ $fn$;
  * `acquire_fence` and `renew_fence`, on the server's clock. An acquire reads the lease first
  * without the fence lock, so that an exclusive acquire that finds a live holder (HELD) never
  * holds back commits; otherwise it takes the fence table's EXCLUSIVE lock (waiting for every
- * commit that holds ROW SHARE, holding back the later ones), raises the token and records the
+ * commit transaction, which holds ROW EXCLUSIVE, holding back the later ones), raises the token and records the
  * lease. A renew touches only the lease row, so it never waits for commits.
  */
 function fenceFunctionsSql(schema: string): string {
@@ -254,6 +259,52 @@ BEGIN
   SELECT x.token INTO f FROM ${s}.fence x WHERE x.id = 1;
   IF p_token < f THEN RETURN f; END IF;
   RETURN -1;
+END
+$fn$;
+`;
+}
+
+/**
+ * The loads. Each first takes the fence table's SHARE lock, which waits for every commit
+ * transaction in flight (they hold ROW EXCLUSIVE until their COMMIT or their abort) and holds back
+ * new ones for the statement's length; it then reads in a snapshot taken after the wait. So a load
+ * never answers while a commit it could miss is still open: whatever it answers about a batch is
+ * final (a dead writer's transaction can only abort, since only a live client sends COMMIT).
+ */
+function loadFunctionsSql(schema: string): string {
+  const s = quoteIdent(schema);
+  return `
+CREATE FUNCTION ${s}.load_head(p_kind smallint, p_name bytea)
+RETURNS TABLE (version bigint, commit_id text, head bytea) LANGUAGE plpgsql AS $fn$
+BEGIN
+  LOCK TABLE ${s}.fence IN SHARE MODE;
+  RETURN QUERY SELECT t.version, t.commit_id, t.head FROM ${s}.scopes t WHERE t.kind = p_kind AND t.name = p_name AND NOT t.deleted;
+END
+$fn$;
+
+CREATE FUNCTION ${s}.list_heads(p_kind smallint, p_after bytea, p_limit int)
+RETURNS TABLE (name bytea, version bigint, commit_id text, head bytea) LANGUAGE plpgsql AS $fn$
+BEGIN
+  LOCK TABLE ${s}.fence IN SHARE MODE;
+  IF p_after IS NULL THEN
+    RETURN QUERY SELECT t.name, t.version, t.commit_id, t.head FROM ${s}.scopes t
+      WHERE t.kind = p_kind AND NOT t.deleted ORDER BY t.name LIMIT p_limit;
+  ELSE
+    RETURN QUERY SELECT t.name, t.version, t.commit_id, t.head FROM ${s}.scopes t
+      WHERE t.kind = p_kind AND NOT t.deleted AND t.name > p_after ORDER BY t.name LIMIT p_limit;
+  END IF;
+END
+$fn$;
+
+CREATE FUNCTION ${s}.read_rows(p_kind smallint, p_name bytea, p_from bigint, p_limit bigint)
+RETURNS TABLE (first bigint, idx bigint, data bytea) LANGUAGE plpgsql AS $fn$
+BEGIN
+  LOCK TABLE ${s}.fence IN SHARE MODE;
+  RETURN QUERY SELECT t.first, r.idx, r.data FROM ${s}.scopes t LEFT JOIN LATERAL (
+      SELECT x.idx, x.data FROM ${s}.rows x
+      WHERE x.kind = t.kind AND x.name = t.name AND x.idx >= p_from AND x.idx < t."end" ORDER BY x.idx LIMIT p_limit
+    ) r ON true
+    WHERE t.kind = p_kind AND t.name = p_name AND NOT t.deleted ORDER BY r.idx;
 END
 $fn$;
 `;

@@ -1,18 +1,20 @@
 // The PostgreSQL host store: `openPgHostStore(options)` → `PgHostStore`.
 //
 // Owns: the public class and its options, the realm's creation and version check, the mapping of
-// each SPI operation onto one statement (schema.ts), and what the store does when a statement
-// fails. Guarantees (the argument per obligation is in docs/host-store-pg.md):
-// - Every commit is one statement (`commit_batch`), so one transaction, with the batch's updates
-//   sorted by (kind, name bytes): the fixed order in which its scope rows are locked.
+// each SPI operation onto the server-side functions of schema.ts, and what the store does when a
+// statement fails. Guarantees (the argument per obligation is in docs/host-store-pg.md):
+// - Every commit is one transaction — BEGIN, `commit_batch`, COMMIT — with the batch's updates
+//   sorted by (kind, name bytes): the fixed order in which its scope rows are locked. COMMIT is
+//   sent only once `commit_batch` answered, so a writer that dies (or loses its connection) before
+//   it sent COMMIT leaves nothing applied: the server rolls back the open transaction.
 // - Serialization failures and deadlocks (SQLSTATE 40001, 40P01: the transaction rolled back) are
 //   retried up to RETRIES times with jittered backoff, then answer UNAVAILABLE.
-// - A commit whose connection is lost after the statement was sent has an unknown outcome. The
-//   store settles it itself, within the timing's longest commit, by sending the same batch again
-//   on a fresh connection (the commit id makes that safe: a landed batch answers Ok and acts no
-//   more, and the scope row locks make a retry wait for a statement still running); when no answer
-//   comes in time it answers INDETERMINATE. A server that cannot be reached before anything was
-//   sent answers UNAVAILABLE. Loads are retried on a fresh connection, then answer UNAVAILABLE.
+// - A connection lost after COMMIT was sent leaves the outcome unknown. The store settles it
+//   itself, within the timing's longest commit, by sending the same batch again on a fresh
+//   connection (the commit id makes that safe: a landed batch answers Ok and acts no more, and the
+//   scope row locks make the retry wait for a transaction still open); when no answer comes in
+//   time it answers INDETERMINATE. A server that cannot be reached, or a failure before COMMIT was
+//   sent, answers UNAVAILABLE: nothing was applied. Loads are retried, then answer UNAVAILABLE.
 // - Leases run on the server's clock (clock_timestamp()); no client clock is ever written.
 // - `close()` ends the store's own pool, never a pool it was given.
 
@@ -183,6 +185,22 @@ function refusal(err: { code: string; message: string; detail?: string }, batch:
   }
 }
 
+/** What one commit attempt came to. */
+type CommitStep =
+  | { kind: 'done' }
+  | { kind: 'refused'; error: HostStoreError }
+  /** Rolled back by a serialization failure or a deadlock: try again. */
+  | { kind: 'retry'; cause: unknown }
+  /** Nothing was applied (the server was not reached, or the transaction failed before COMMIT). */
+  | { kind: 'not-applied'; cause: unknown }
+  /** COMMIT was sent and its answer lost: the outcome is unknown. */
+  | { kind: 'commit-lost'; cause: unknown };
+
+function asUnavailable(batch: CommitBatch, cause: unknown): HostStoreError {
+  if (cause instanceof HostStoreError) return cause;
+  return HostStoreError.unavailable(`commit ${batch.commitId}: ${messageOf(cause)}`, cause);
+}
+
 const openKey: unknown = Object.freeze({});
 
 /** A handle on a realm kept in a PostgreSQL schema (see the module header). Implements HostStore; `close()` is idempotent. */
@@ -197,6 +215,7 @@ export class PgHostStore extends HostStoreHandle {
   readonly #inUse = new Set<PoolClient>();
   readonly #leaseMs: number;
   readonly #settleMs: number;
+  readonly #begin: string;
 
   /** @internal Use `openPgHostStore`. */
   constructor(pg: PgModule, pool: Pool, ownsPool: boolean, schema: string, holderId: string, timing: FenceTiming, key: unknown) {
@@ -208,6 +227,7 @@ export class PgHostStore extends HostStoreHandle {
     this.#sql = statements(schema);
     this.#leaseMs = timing.lease;
     this.#settleMs = timing.maxCommitLatency;
+    this.#begin = this.#sql.begin(timing.lease);
     const base = pg.types;
     this.#types = { getTypeParser: (oid, format) => (oid === 20 ? toSafeInt : base.getTypeParser(oid, format ?? 'text')) as (value: string) => unknown };
   }
@@ -313,10 +333,7 @@ export class PgHostStore extends HostStoreHandle {
 
   protected async doListHeads(kind: ScopeKind, after: string | null, limit: number): Promise<HeadPage> {
     // One more than asked: whether it exists decides `next`.
-    const r =
-      after === null
-        ? await this.#read('list heads', `${this.#sql.prefix}list-first`, this.#sql.listFirst, [KIND_CODE[kind], limit + 1])
-        : await this.#read('list heads', `${this.#sql.prefix}list`, this.#sql.list, [KIND_CODE[kind], Buffer.from(after, 'utf8'), limit + 1]);
+    const r = await this.#read('list heads', `${this.#sql.prefix}list`, this.#sql.list, [KIND_CODE[kind], after === null ? null : Buffer.from(after, 'utf8'), limit + 1]);
     const rows = r.rows as { name: Buffer; version: number; commit_id: string; head: Buffer }[];
     const heads: ListedHead[] = rows.slice(0, limit).map((x) => ({
       name: decodeName(x.name),
@@ -342,44 +359,61 @@ export class PgHostStore extends HostStoreHandle {
     const sorted = lockOrder(batch.updates);
     const values = commitParams(batch, sorted);
     const deadline = performance.now() + this.#settleMs;
-    let sent = false;
+    // Once a COMMIT was sent and its answer lost, the outcome is unknown until an attempt answers.
+    let unknown: unknown = null;
     for (let attempt = 0; ; attempt++) {
-      let client: PoolClient;
-      try {
-        client = await this.#connect();
-      } catch (err) {
-        // Nothing of this attempt reached the server: before anything was ever sent, UNAVAILABLE.
-        if (!sent) throw err;
-        if (this.killed || this.closed || performance.now() > deadline) throw this.#unknown(err);
-        await sleep(backoff(attempt, 20, 500));
+      const step = await this.#commitOnce(batch, sorted, values);
+      if (step.kind === 'done') return;
+      if (step.kind === 'refused') throw step.error;
+      if (step.kind === 'commit-lost') unknown = step.cause;
+      if (this.killed || this.closed) throw unknown !== null ? this.#unknown(unknown) : asUnavailable(batch, step.cause);
+      if (step.kind === 'retry' && attempt < RETRIES) {
+        await sleep(backoff(attempt, 5, 500));
         continue;
       }
-      try {
-        sent = true;
-        await this.#query(client, `${this.#sql.prefix}commit`, this.#sql.commit, values);
-        this.#release(client);
-        return;
-      } catch (err) {
+      if (unknown === null) throw asUnavailable(batch, step.cause);
+      // Settle the unknown by sending the same batch again (it acts once) until the deadline.
+      if (performance.now() > deadline) throw this.#unknown(unknown);
+      await sleep(backoff(attempt, 20, 500));
+    }
+  }
+
+  /**
+   * One attempt: BEGIN, commit_batch, COMMIT on one connection. Only a COMMIT sent can make the
+   * batch land; a failure before it leaves nothing applied (the server rolls back the open
+   * transaction, at the latest when it sees the connection end).
+   */
+  async #commitOnce(batch: CommitBatch, sorted: ReturnType<typeof lockOrder>, values: unknown[]): Promise<CommitStep> {
+    let client: PoolClient;
+    try {
+      client = await this.#connect();
+    } catch (err) {
+      return { kind: 'not-applied', cause: err };
+    }
+    let phase: 'open' | 'apply' | 'commit' = 'open';
+    try {
+      await client.query(this.#begin);
+      phase = 'apply';
+      await this.#query(client, `${this.#sql.prefix}commit`, this.#sql.commit, values);
+      phase = 'commit';
+      await client.query('COMMIT');
+      this.#release(client);
+      return { kind: 'done' };
+    } catch (err) {
+      const state = sqlState(err);
+      if (phase !== 'open' && !isConnectionLoss(err)) {
+        // The statement failed; its transaction is aborted (or, after a failed COMMIT, over).
+        if (phase === 'apply') await client.query('ROLLBACK').catch(() => undefined);
         this.#release(client, err);
-        const state = sqlState(err);
         if (state !== undefined && state.startsWith('SL')) {
           const refused = refusal(err as { code: string; message: string; detail?: string }, batch, sorted);
-          if (refused === null) return;
-          throw refused;
+          return refused === null ? { kind: 'done' } : { kind: 'refused', error: refused };
         }
-        if (this.killed) throw this.#unknown(err);
-        if (isRetryable(state) && attempt < RETRIES) {
-          await sleep(backoff(attempt, 5, 500));
-          continue;
-        }
-        if (!isConnectionLoss(err)) {
-          // The server refused the statement: its transaction rolled back, nothing was applied.
-          throw HostStoreError.unavailable(`commit ${batch.commitId}: ${messageOf(err)}`, err);
-        }
-        // The outcome is unknown: send the same batch again (it acts once) until the deadline.
-        if (performance.now() > deadline) throw this.#unknown(err);
-        await sleep(backoff(attempt, 20, 500));
+        return { kind: isRetryable(state) ? 'retry' : 'not-applied', cause: err };
       }
+      this.#release(client, err);
+      if (!isConnectionLoss(err)) return { kind: 'not-applied', cause: err };
+      return phase === 'commit' ? { kind: 'commit-lost', cause: err } : { kind: 'not-applied', cause: err };
     }
   }
 
@@ -429,17 +463,14 @@ function statements(schema: string) {
   const params = Array.from({ length: 17 }, (_, i) => `$${i + 1}`).join(', ');
   return {
     prefix: `seglog:${schema}:`,
+    // A commit's transaction; a client that stops between its statements is cut off by the server.
+    begin: (idleMs: number) => `BEGIN; SET LOCAL idle_in_transaction_session_timeout = ${Math.ceil(idleMs)}`,
     commit: `SELECT ${s}.commit_batch(${params})`,
     acquire: `SELECT * FROM ${s}.acquire_fence($1, $2, $3)`,
     renew: `SELECT ${s}.renew_fence($1, $2) AS answer`,
-    head: `SELECT version, commit_id, head FROM ${s}.scopes WHERE kind = $1 AND name = $2 AND NOT deleted`,
-    listFirst: `SELECT name, version, commit_id, head FROM ${s}.scopes WHERE kind = $1 AND NOT deleted ORDER BY name LIMIT $2`,
-    list: `SELECT name, version, commit_id, head FROM ${s}.scopes WHERE kind = $1 AND NOT deleted AND name > $2 ORDER BY name LIMIT $3`,
-    // One statement, one snapshot: the scope's range and its rows agree.
-    rows:
-      `SELECT t.first, r.idx, r.data FROM ${s}.scopes t LEFT JOIN LATERAL (` +
-      `SELECT idx, data FROM ${s}.rows WHERE kind = t.kind AND name = t.name AND idx >= $3 AND idx < t."end" ORDER BY idx LIMIT $4` +
-      `) r ON true WHERE t.kind = $1 AND t.name = $2 AND NOT t.deleted ORDER BY r.idx`,
+    head: `SELECT * FROM ${s}.load_head($1, $2)`,
+    list: `SELECT * FROM ${s}.list_heads($1, $2, $3)`,
+    rows: `SELECT * FROM ${s}.read_rows($1, $2, $3, $4)`,
   };
 }
 
