@@ -203,6 +203,12 @@ function asUnavailable(batch: CommitBatch, cause: unknown): HostStoreError {
 
 const openKey: unknown = Object.freeze({});
 
+interface OpenParts {
+  pg: PgModule;
+  pool: Pool;
+  ownsPool: boolean;
+}
+
 /** A handle on a realm kept in a PostgreSQL schema (see the module header). Implements HostStore; `close()` is idempotent. */
 export class PgHostStore extends HostStoreHandle {
   /** The schema that holds the realm. */
@@ -217,10 +223,11 @@ export class PgHostStore extends HostStoreHandle {
   readonly #settleMs: number;
   readonly #begin: string;
 
-  /** @internal Use `openPgHostStore`. */
-  constructor(pg: PgModule, pool: Pool, ownsPool: boolean, schema: string, holderId: string, timing: FenceTiming, key: unknown) {
+  /** @internal Use `openPgHostStore`. (`parts` is opaque, so that the package's types never name the client library's.) */
+  constructor(parts: unknown, schema: string, holderId: string, timing: FenceTiming, key: unknown) {
     if (key !== openKey) throw new TypeError('use openPgHostStore() to open a PgHostStore');
     super(holderId, timing);
+    const { pg, pool, ownsPool } = parts as OpenParts;
     this.schema = schema;
     this.#pool = pool;
     this.#ownsPool = ownsPool;
@@ -565,5 +572,6 @@ export async function openPgHostStore(options: PgHostStoreOptions): Promise<PgHo
     if (given === undefined) await pool.end().catch(() => undefined);
     throw err;
   }
-  return new PgHostStore(pg, pool, given === undefined, schema, holderId, timing, openKey);
+  const parts: OpenParts = { pg, pool, ownsPool: given === undefined };
+  return new PgHostStore(parts, schema, holderId, timing, openKey);
 }
