@@ -112,6 +112,30 @@ function lockOrder(updates: readonly ScopeUpdate[]): { u: ScopeUpdate; name: Buf
   return keyed.sort((a, b) => KIND_CODE[a.u.scope.kind] - KIND_CODE[b.u.scope.kind] || Buffer.compare(a.name, b.name));
 }
 
+/**
+ * The parameters of the hot path's one statement, or null when `batch` is not its case: one update
+ * that moves an existing scope to its next version, setting a head and/or appending rows, with no
+ * truncation, drop or delete. Everything else (and a miss: a conflict, a fence, a retry of a
+ * landed batch) goes to commit_batch, which decides the answer.
+ */
+function fastParams(batch: CommitBatch): unknown[] | null {
+  if (batch.updates.length !== 1) return null;
+  const u = batch.updates[0]!;
+  if (u.previous === null || u.delete === true || u.truncateAfter !== undefined || u.dropBefore !== undefined) return null;
+  const rows = u.append ?? [];
+  const head = u.head ?? new Uint8Array(0);
+  const offsets: number[] = [];
+  const lengths: number[] = [];
+  let at = 1 + head.length;
+  for (const row of rows) {
+    offsets.push(at);
+    lengths.push(row.length);
+    at += row.length;
+  }
+  const blob = Buffer.concat([head, ...rows], at - 1);
+  return [batch.commitId, KIND_CODE[u.scope.kind], Buffer.from(u.scope.name, 'utf8'), u.previous, u.head !== undefined, head.length, rows.length, blob, batch.token, offsets, lengths];
+}
+
 /** The parameters of `commit_batch` for `batch` (see schema.ts). */
 function commitParams(batch: CommitBatch, sorted: ReturnType<typeof lockOrder>): unknown[] {
   const kind: number[] = [];
@@ -222,6 +246,8 @@ export class PgHostStore extends HostStoreHandle {
   readonly #leaseMs: number;
   readonly #settleMs: number;
   readonly #begin: string;
+  /** The store's own pool pipelines (BEGIN and the function in one write); a pool given to it may not. */
+  readonly #pipelined: boolean;
 
   /** @internal Use `openPgHostStore`. (`parts` is opaque, so that the package's types never name the client library's.) */
   constructor(parts: unknown, schema: string, holderId: string, timing: FenceTiming, key: unknown) {
@@ -234,7 +260,9 @@ export class PgHostStore extends HostStoreHandle {
     this.#sql = statements(schema);
     this.#leaseMs = timing.lease;
     this.#settleMs = timing.maxCommitLatency;
-    this.#begin = this.#sql.begin(timing.lease);
+    this.#pipelined = ownsPool;
+    // The store's own pool sets the idle cut-off per session (at connect); a pool given to it, per transaction.
+    this.#begin = this.#sql.begin(ownsPool ? null : timing.lease);
     const base = pg.types;
     this.#types = { getTypeParser: (oid, format) => (oid === 20 ? toSafeInt : base.getTypeParser(oid, format ?? 'text')) as (value: string) => unknown };
   }
@@ -399,9 +427,31 @@ export class PgHostStore extends HostStoreHandle {
     }
     let phase: 'open' | 'apply' | 'commit' = 'open';
     try {
-      await client.query(this.#begin);
+      const fast = fastParams(batch);
+      if (fast !== null) {
+        // The hot path: one statement for one update that moves a scope to its next version.
+        phase = 'apply';
+        const done = await this.#open(client, { name: `${this.#sql.prefix}fast`, text: this.#sql.fast, values: fast });
+        if (done === 'lost') {
+          this.#release(client, new Error('BEGIN failed'));
+          return { kind: 'commit-lost', cause: new Error('BEGIN failed with the commit statement sent') };
+        }
+        if ((done.rows[0] as { n: number }).n === 1) {
+          phase = 'commit';
+          await client.query('COMMIT');
+          this.#release(client);
+          return { kind: 'done' };
+        }
+        // It did not apply: commit_batch decides what to answer, in a transaction of its own.
+        await client.query('ROLLBACK');
+        phase = 'open';
+      }
       phase = 'apply';
-      await this.#query(client, `${this.#sql.prefix}commit`, this.#sql.commit, values);
+      const applied = await this.#open(client, { name: `${this.#sql.prefix}commit`, text: this.#sql.commit, values });
+      if (applied === 'lost') {
+        this.#release(client, new Error('BEGIN failed'));
+        return { kind: 'commit-lost', cause: new Error('BEGIN failed with the commit statement sent') };
+      }
       phase = 'commit';
       await client.query('COMMIT');
       this.#release(client);
@@ -422,6 +472,25 @@ export class PgHostStore extends HostStoreHandle {
       if (!isConnectionLoss(err)) return { kind: 'not-applied', cause: err };
       return phase === 'commit' ? { kind: 'commit-lost', cause: err } : { kind: 'not-applied', cause: err };
     }
+  }
+
+  /**
+   * Opens the commit's transaction (BEGIN, the fence table's ROW EXCLUSIVE lock) and runs `statement`
+   * in it. On a pipelining pool both go out in one write: one round trip to the statement's
+   * answer. 'lost' when BEGIN itself failed on a pipelining pool: the statement may then have run
+   * and committed on its own, so the outcome is unknown. A failure of the statement is thrown
+   * (the transaction is open, and aborted).
+   */
+  async #open(client: PoolClient, statement: { name: string; text: string; values: unknown[] }): Promise<QueryResult | 'lost'> {
+    const query = { ...statement, types: this.#types };
+    if (!this.#pipelined) {
+      await client.query(this.#begin);
+      return client.query(query);
+    }
+    const [begun, applied] = await Promise.allSettled([client.query(this.#begin), client.query(query)]);
+    if (begun.status === 'rejected') return 'lost';
+    if (applied.status === 'rejected') throw applied.reason;
+    return applied.value;
   }
 
   #unknown(err: unknown): HostStoreError {
@@ -470,8 +539,19 @@ function statements(schema: string) {
   const params = Array.from({ length: 17 }, (_, i) => `$${i + 1}`).join(', ');
   return {
     prefix: `seglog:${schema}:`,
-    // A commit's transaction; a client that stops between its statements is cut off by the server.
-    begin: (idleMs: number) => `BEGIN; SET LOCAL idle_in_transaction_session_timeout = ${Math.ceil(idleMs)}`,
+    // A commit's transaction and its fence lock; a client that stops inside it is cut off by the server.
+    begin: (idleMs: number | null) =>
+      `BEGIN; ${idleMs === null ? '' : `SET LOCAL idle_in_transaction_session_timeout = ${Math.ceil(idleMs)}; `}LOCK TABLE ${s}.fence IN ROW EXCLUSIVE MODE`,
+    // The hot path (see fastParams): the token and the version checked in the UPDATE's WHERE.
+    fast:
+      `WITH f AS (SELECT token FROM ${s}.fence WHERE id = 1), ` +
+      `u AS (UPDATE ${s}.scopes t SET version = $4::bigint + 1, commit_id = $1, ` +
+      `head = CASE WHEN $5::boolean THEN substring($8::bytea FROM 1 FOR $6::int) ELSE t.head END, "end" = t."end" + $7::bigint ` +
+      `FROM f WHERE t.kind = $2::smallint AND t.name = $3::bytea AND t.version = $4::bigint AND NOT t.deleted AND f.token = $9::bigint ` +
+      `AND t."end" + $7::bigint <= 9007199254740991 RETURNING t."end" - $7::bigint AS start), ` +
+      `r AS (INSERT INTO ${s}.rows (kind, name, idx, data) SELECT $2::smallint, $3::bytea, u.start + x.k - 1, substring($8::bytea FROM x.off FOR x.len) ` +
+      `FROM u, unnest($10::int[], $11::int[]) WITH ORDINALITY AS x(off, len, k)) ` +
+      `SELECT count(*)::int AS n FROM u`,
     commit: `SELECT ${s}.commit_batch(${params})`,
     acquire: `SELECT * FROM ${s}.acquire_fence($1, $2, $3)`,
     renew: `SELECT ${s}.renew_fence($1, $2) AS answer`,
@@ -562,7 +642,18 @@ export async function openPgHostStore(options: PgHostStoreOptions): Promise<PgHo
   if (!Number.isSafeInteger(max) || max < 1) throw HostStoreError.invalid('maxConnections must be an integer of at least 1');
   const pg = await loadPg();
   // The holder id names the connections in pg_stat_activity (PostgreSQL keeps 63 bytes of it).
-  const pool = given !== undefined ? (given as Pool) : new pg.Pool({ connectionString, max, application_name: `seglog ${holderId}`.slice(0, 63) });
+  const pool =
+    given !== undefined
+      ? (given as Pool)
+      : new pg.Pool({
+          connectionString,
+          max,
+          application_name: `seglog ${holderId}`.slice(0, 63),
+          // Queries go out without waiting for the one before (see #commitOnce).
+          pipeline: true,
+          // A client that stops inside a commit's transaction is cut off by the server (see the commit).
+          options: `-c idle_in_transaction_session_timeout=${Math.ceil(timing.lease)}`,
+        } as ConstructorParameters<typeof pg.Pool>[0]);
   // An idle connection the server dropped (a restart) is taken out of the pool; without a
   // listener the pool's 'error' event would end the process.
   if (given === undefined) pool.on('error', () => undefined);
