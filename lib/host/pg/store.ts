@@ -297,8 +297,11 @@ export class PgHostStore extends HostStoreHandle {
     return client.query({ name, text, values, types: this.#types });
   }
 
-  /** Runs a read-only statement; a lost connection or a retryable failure is retried, then UNAVAILABLE. */
-  async #read(what: string, name: string, text: string, values: unknown[]): Promise<QueryResult> {
+  /**
+   * Runs one statement in a transaction of its own; a serialization failure or deadlock is retried,
+   * and so is a lost connection when `lossIsSafe` (a read); otherwise, UNAVAILABLE.
+   */
+  async #statement(what: string, name: string, text: string, values: unknown[], lossIsSafe: boolean): Promise<QueryResult> {
     for (let attempt = 0; ; attempt++) {
       const client = await this.#connect();
       try {
@@ -308,13 +311,28 @@ export class PgHostStore extends HostStoreHandle {
       } catch (err) {
         this.#release(client, err);
         if (err instanceof HostStoreError) throw err;
-        if (attempt < RETRIES && !this.killed && (isRetryable(sqlState(err)) || isConnectionLoss(err))) {
+        if (attempt < RETRIES && !this.killed && (isRetryable(sqlState(err)) || (lossIsSafe && isConnectionLoss(err)))) {
           await sleep(backoff(attempt, 5, 500));
           continue;
         }
         throw HostStoreError.unavailable(`${what}: ${messageOf(err)}`, err);
       }
     }
+  }
+
+  /** A load: it changes nothing, so a lost connection is retried too. */
+  #read(what: string, name: string, text: string, values: unknown[]): Promise<QueryResult> {
+    return this.#statement(what, name, text, values, true);
+  }
+
+  /**
+   * An acquire or a renew: one transaction each. When the connection is lost mid-way the outcome
+   * is unknown and the call answers UNAVAILABLE: an acquire that landed anyway burned a token and
+   * recorded this holder's lease (tokens only grow; Core's next exclusive acquire then answers HELD
+   * with its own token, which Core takes over), and a renew that landed anyway only recorded a lease.
+   */
+  #fenceCall(what: string, name: string, text: string, values: unknown[]): Promise<QueryResult> {
+    return this.#statement(what, name, text, values, false);
   }
 
   // ---- fence ----
@@ -332,30 +350,6 @@ export class PgHostStore extends HostStoreHandle {
     if (answer === 0) return;
     if (answer > 0) throw HostStoreError.fencedOut(answer);
     throw HostStoreError.invalid(`fence token ${token} was never issued`);
-  }
-
-  /**
-   * Runs an acquire or a renew. Both are one transaction that is safe to run again when it failed
-   * before COMMIT; when the connection is lost mid-way the outcome is unknown, and the call answers
-   * UNAVAILABLE: an acquire that landed anyway only burned a token (tokens only grow; the next
-   * acquire answers a higher one), and a renew that landed anyway only recorded a lease.
-   */
-  async #fenceCall(what: string, name: string, text: string, values: unknown[]): Promise<QueryResult> {
-    for (let attempt = 0; ; attempt++) {
-      const client = await this.#connect();
-      try {
-        const result = await this.#query(client, name, text, values);
-        this.#release(client);
-        return result;
-      } catch (err) {
-        this.#release(client, err);
-        if (attempt < RETRIES && !this.killed && isRetryable(sqlState(err))) {
-          await sleep(backoff(attempt, 5, 500));
-          continue;
-        }
-        throw HostStoreError.unavailable(`${what}: ${messageOf(err)}`, err);
-      }
-    }
   }
 
   // ---- loads ----
@@ -428,15 +422,14 @@ export class PgHostStore extends HostStoreHandle {
     let phase: 'open' | 'apply' | 'commit' = 'open';
     try {
       const fast = fastParams(batch);
-      if (fast !== null) {
-        // The hot path: one statement for one update that moves a scope to its next version.
+      if (fast !== null && this.#pipelined) {
+        // The hot path, in one round trip: BEGIN with the fence lock, the one statement, COMMIT.
+        const step = await this.#fastOnce(client, fast);
+        if (step !== 'missed') return step;
+      } else if (fast !== null) {
         phase = 'apply';
         const done = await this.#open(client, { name: `${this.#sql.prefix}fast`, text: this.#sql.fast, values: fast });
-        if (done === 'lost') {
-          this.#release(client, new Error('BEGIN failed'));
-          return { kind: 'commit-lost', cause: new Error('BEGIN failed with the commit statement sent') };
-        }
-        if ((done.rows[0] as { n: number }).n === 1) {
+        if (done !== 'lost' && (done.rows[0] as { n: number }).n === 1) {
           phase = 'commit';
           await client.query('COMMIT');
           this.#release(client);
@@ -472,6 +465,41 @@ export class PgHostStore extends HostStoreHandle {
       if (!isConnectionLoss(err)) return { kind: 'not-applied', cause: err };
       return phase === 'commit' ? { kind: 'commit-lost', cause: err } : { kind: 'not-applied', cause: err };
     }
+  }
+
+  /**
+   * The hot path on a pipelining pool: BEGIN with the fence lock, the hot path's statement and
+   * COMMIT in one write, so one round trip. COMMIT is sent with the statement, so from here any
+   * lost connection leaves the outcome unknown. 'missed' when the statement moved no scope (a
+   * conflict, a fence, a retry of a landed batch: the COMMIT then ended an empty transaction, or
+   * rolled back a failed one) — commit_batch then decides the answer; the connection is still held.
+   */
+  async #fastOnce(client: PoolClient, values: unknown[]): Promise<CommitStep | 'missed'> {
+    const [begun, applied, committed] = await Promise.allSettled([
+      client.query(this.#begin),
+      client.query({ name: `${this.#sql.prefix}fast`, text: this.#sql.fast, values, types: this.#types }),
+      client.query('COMMIT'),
+    ]);
+    const failed = [begun, applied, committed].find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed !== undefined && isConnectionLoss(failed.reason)) {
+      this.#release(client, failed.reason);
+      return { kind: 'commit-lost', cause: failed.reason };
+    }
+    if (begun.status === 'rejected') {
+      // Without its transaction the statement committed on its own, or not: unknown.
+      this.#release(client, new Error('BEGIN failed'));
+      return { kind: 'commit-lost', cause: begun.reason };
+    }
+    if (applied.status === 'fulfilled' && (applied.value.rows[0] as { n: number }).n === 1) {
+      if (committed.status === 'fulfilled') {
+        this.#release(client);
+        return { kind: 'done' };
+      }
+      // COMMIT answered an error: the transaction rolled back (a serializable engine's 40001).
+      this.#release(client, committed.reason);
+      return { kind: isRetryable(sqlState(committed.reason)) ? 'retry' : 'not-applied', cause: committed.reason };
+    }
+    return 'missed';
   }
 
   /**
