@@ -200,8 +200,8 @@ export function pgHostSection(cfg: { root: string; rounds: number; warmupRounds:
   const impl = pgImplementation(pg.url);
   // Whole seconds (pgbench's unit); more rounds than the other sections, since a round's four runs
   // take seconds each and the disk drifts within that.
-  const durationMs = cfg.quick ? 1000 : 2000;
-  const rounds = cfg.quick ? cfg.rounds : Math.max(cfg.rounds, 9);
+  const durationMs = 1000;
+  const rounds = cfg.quick ? cfg.rounds : Math.max(cfg.rounds, 15);
   const one = hostCommitWorkload({ id: 'pg-1', label: 'one writer, one scope', scopes: 1 });
   const many = hostCommitWorkload({ id: 'pg-200', label: '200 scopes at once', scopes: 200 });
   const schema = 'bench_pgbench';

@@ -475,11 +475,13 @@ export class PgHostStore extends HostStoreHandle {
    * rolled back a failed one) — commit_batch then decides the answer; the connection is still held.
    */
   async #fastOnce(client: PoolClient, values: unknown[]): Promise<CommitStep | 'missed'> {
-    const [begun, applied, committed] = await Promise.allSettled([
-      client.query(this.#begin),
-      client.query({ name: `${this.#sql.prefix}fast`, text: this.#sql.fast, values, types: this.#types }),
-      client.query('COMMIT'),
-    ]);
+    const [begun, applied, committed] = await Promise.allSettled(
+      corked(client, () => [
+        client.query(this.#begin),
+        client.query({ name: `${this.#sql.prefix}fast`, text: this.#sql.fast, values, types: this.#types }),
+        client.query('COMMIT'),
+      ]),
+    );
     const failed = [begun, applied, committed].find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed !== undefined && isConnectionLoss(failed.reason)) {
       this.#release(client, failed.reason);
@@ -515,7 +517,7 @@ export class PgHostStore extends HostStoreHandle {
       await client.query(this.#begin);
       return client.query(query);
     }
-    const [begun, applied] = await Promise.allSettled([client.query(this.#begin), client.query(query)]);
+    const [begun, applied] = await Promise.allSettled(corked(client, () => [client.query(this.#begin), client.query(query)]));
     if (begun.status === 'rejected') return 'lost';
     if (applied.status === 'rejected') throw applied.reason;
     return applied.value;
@@ -537,6 +539,20 @@ export class PgHostStore extends HostStoreHandle {
       (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
     }
     if (this.#ownsPool) await this.#pool.end().catch(() => undefined);
+  }
+}
+
+/**
+ * Runs `send` (queries on a pipelining connection, which go out as they are made) with the
+ * connection's socket corked, so that they leave in one write: one system call for a commit.
+ */
+function corked<T>(client: PoolClient, send: () => T): T {
+  const stream = (client as unknown as { connection?: { stream?: { cork?: () => void; uncork?: () => void } } }).connection?.stream;
+  stream?.cork?.();
+  try {
+    return send();
+  } finally {
+    stream?.uncork?.();
   }
 }
 
