@@ -68,6 +68,12 @@ function register(server: TestPostgres): void {
   );
 
   describe('PgHostStore', () => {
+    test('the package entry point exports openPgHostStore and PgHostStore', async () => {
+      const main = (await import('../lib/index.js')) as Record<string, unknown>;
+      assert.equal(main['openPgHostStore'], openPgHostStore);
+      assert.equal(typeof main['PgHostStore'], 'function');
+    });
+
     test('answers as the memory reference store does, for random batches, and again after a reopen', async () => {
       await fc.assert(fc.asyncProperty(fc.array(batchArb, { minLength: 4, maxLength: 20 }), (batches) => sameAsReference(server, batches)), { numRuns: 20 });
     });
