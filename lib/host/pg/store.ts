@@ -24,10 +24,11 @@ import type { CommitBatch } from '../batch.js';
 import { HostStoreError } from '../errors.js';
 import { belowFirstRow, checkHolderId, checkTiming } from '../guards.js';
 import { HostStoreHandle } from '../handle.js';
-import { deletedName } from '../plan.js';
 import type { FenceTiming } from '../timing.js';
-import type { AcquireMode, FenceGrant, HeadPage, ListedHead, Row, ScopeKind, ScopeRef, ScopeUpdate, VersionedHead } from '../types.js';
-import { createSchemaSql, KIND_CODE, OP, quoteIdent, SCHEMA_VERSION, SQLSTATE } from './schema.js';
+import type { AcquireMode, FenceGrant, HeadPage, ListedHead, Row, ScopeKind, ScopeRef, VersionedHead } from '../types.js';
+import { backoff, isConnectionLoss, isRetryable, messageOf, sleep, sqlState } from './failures.js';
+import { commitParams, fastParams, lockOrder, refusal, type Sorted } from './params.js';
+import { createSchemaSql, KIND_CODE, quoteIdent, SCHEMA_VERSION } from './schema.js';
 
 /** Options of `openPgHostStore`. Give `connectionString` or `pool`, not both. */
 export interface PgHostStoreOptions {
@@ -62,151 +63,11 @@ async function loadPg(): Promise<PgModule> {
   }
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** A jittered backoff: 0.5..1.5 times base·2^attempt, at most `cap` ms. */
-function backoff(attempt: number, base: number, cap: number): number {
-  return Math.min(cap, base * 2 ** attempt) * (0.5 + Math.random());
-}
-
-/** The SQLSTATE of an error the server answered (a pg DatabaseError), or undefined for any other failure. */
-function sqlState(err: unknown): string | undefined {
-  if (typeof err !== 'object' || err === null) return undefined;
-  const e = err as { code?: unknown; severity?: unknown };
-  return typeof e.code === 'string' && typeof e.severity === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? e.code : undefined;
-}
-
-/** True when the statement failed in its transaction and the transaction rolled back, so a retry may succeed. */
-function isRetryable(state: string | undefined): boolean {
-  return state === '40001' || state === '40P01';
-}
-
-/**
- * True when the connection was lost or the server went away (the outcome of a statement in
- * flight is unknown): no SQLSTATE at all (a socket error, "Connection terminated"), a connection
- * exception (class 08), an operator intervention (class 57: shutdown, crash, cancel) or a FATAL.
- */
-function isConnectionLoss(err: unknown): boolean {
-  const state = sqlState(err);
-  if (state === undefined) return true;
-  if (state.startsWith('08') || state.startsWith('57')) return true;
-  return (err as { severity?: unknown }).severity === 'FATAL' || (err as { severity?: unknown }).severity === 'PANIC';
-}
-
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
 /** int8 columns as safe JavaScript integers (every version, index and token is one). */
 function toSafeInt(text: string): number {
   const n = BigInt(text);
   if (n > MAX_SAFE || n < -MAX_SAFE) throw HostStoreError.unavailable(`the database holds ${text}, beyond the safe integers`);
   return Number(n);
-}
-
-/** Sorts a batch's updates into the fixed lock order: kind, then the name's UTF-8 bytes. */
-function lockOrder(updates: readonly ScopeUpdate[]): { u: ScopeUpdate; name: Buffer; at: number }[] {
-  const keyed = updates.map((u, at) => ({ u, name: Buffer.from(u.scope.name, 'utf8'), at }));
-  return keyed.sort((a, b) => KIND_CODE[a.u.scope.kind] - KIND_CODE[b.u.scope.kind] || Buffer.compare(a.name, b.name));
-}
-
-/**
- * The parameters of the hot path's one statement, or null when `batch` is not its case: one update
- * that moves an existing scope to its next version, setting a head and/or appending rows, with no
- * truncation, drop or delete. Everything else (and a miss: a conflict, a fence, a retry of a
- * landed batch) goes to commit_batch, which decides the answer.
- */
-function fastParams(batch: CommitBatch): unknown[] | null {
-  if (batch.updates.length !== 1) return null;
-  const u = batch.updates[0]!;
-  if (u.previous === null || u.delete === true || u.truncateAfter !== undefined || u.dropBefore !== undefined) return null;
-  const rows = u.append ?? [];
-  const head = u.head ?? new Uint8Array(0);
-  const offsets: number[] = [];
-  const lengths: number[] = [];
-  let at = 1 + head.length;
-  for (const row of rows) {
-    offsets.push(at);
-    lengths.push(row.length);
-    at += row.length;
-  }
-  const blob = Buffer.concat([head, ...rows], at - 1);
-  return [batch.commitId, KIND_CODE[u.scope.kind], Buffer.from(u.scope.name, 'utf8'), u.previous, u.head !== undefined, head.length, rows.length, blob, batch.token, offsets, lengths];
-}
-
-/** The parameters of `commit_batch` for `batch` (see schema.ts). */
-function commitParams(batch: CommitBatch, sorted: ReturnType<typeof lockOrder>): unknown[] {
-  const kind: number[] = [];
-  const prev: (number | null)[] = [];
-  const op: number[] = [];
-  const trunc: (number | null)[] = [];
-  const drop: (number | null)[] = [];
-  const nameOff: number[] = [];
-  const nameLen: number[] = [];
-  const headOff: number[] = [];
-  const headLen: number[] = [];
-  const rowFirst: number[] = [];
-  const rowCount: number[] = [];
-  const rowOff: number[] = [];
-  const rowLen: number[] = [];
-  const pieces: Uint8Array[] = [];
-  let at = 1;
-  const put = (bytes: Uint8Array): number => {
-    const start = at;
-    pieces.push(bytes);
-    at += bytes.length;
-    return start;
-  };
-  for (const { u, name } of sorted) {
-    kind.push(KIND_CODE[u.scope.kind]);
-    prev.push(u.previous);
-    op.push((u.delete === true ? OP.delete : 0) | (u.head !== undefined ? OP.head : 0) | (u.truncateAfter !== undefined ? OP.truncate : 0) | (u.dropBefore !== undefined ? OP.drop : 0));
-    trunc.push(u.truncateAfter ?? null);
-    drop.push(u.dropBefore ?? null);
-    nameOff.push(put(name));
-    nameLen.push(name.length);
-    headOff.push(u.head !== undefined ? put(u.head) : at);
-    headLen.push(u.head?.length ?? 0);
-    const rows = u.append ?? [];
-    rowFirst.push(rowOff.length + 1);
-    rowCount.push(rows.length);
-    for (const row of rows) {
-      rowOff.push(put(row));
-      rowLen.push(row.length);
-    }
-  }
-  const blob = Buffer.concat(pieces, at - 1);
-  // The batch's own order, as positions in the lock order (1-based): a refusal names the update plan.ts would.
-  const order = sorted.map((x, pos) => ({ at: x.at, pos: pos + 1 })).sort((a, b) => a.at - b.at).map((x) => x.pos);
-  return [batch.commitId, batch.token, kind, prev, op, trunc, drop, nameOff, nameLen, headOff, headLen, rowFirst, rowCount, rowOff, rowLen, order, blob];
-}
-
-/** The SPI answer for a refusal `commit_batch` raised; null when the batch landed before (Ok). */
-function refusal(err: { code: string; message: string; detail?: string }, batch: CommitBatch, sorted: ReturnType<typeof lockOrder>): HostStoreError | null {
-  const at = (text: string | undefined): ScopeUpdate => sorted[Number(text)]!.u;
-  switch (err.code) {
-    case SQLSTATE.landed:
-      return null;
-    case SQLSTATE.fencedOut:
-      return HostStoreError.fencedOut(Number(err.message));
-    case SQLSTATE.conflict: {
-      const u = at(err.message);
-      return HostStoreError.conflict(u.scope, err.detail === undefined || err.detail === '' ? null : Number(err.detail));
-    }
-    default: {
-      if (err.message === 'never-issued') return HostStoreError.invalid(`fence token ${batch.token} was never issued`);
-      const [i, first] = (err.detail ?? '').split(' ');
-      const u = at(i);
-      const index = batch.updates.indexOf(u);
-      if (err.message === 'deleted-name') return deletedName(u.scope, index);
-      if (err.message === 'truncate-below-first') {
-        return HostStoreError.invalid(`update ${index}: truncateAfter ${u.truncateAfter} is below the first visible row ${first}`, { update: index, first: Number(first) });
-      }
-      return HostStoreError.invalid(`update ${index}: row indices would overflow`);
-    }
-  }
 }
 
 /** What one commit attempt came to. */
@@ -412,7 +273,7 @@ export class PgHostStore extends HostStoreHandle {
    * batch land; a failure before it leaves nothing applied (the server rolls back the open
    * transaction, at the latest when it sees the connection end).
    */
-  async #commitOnce(batch: CommitBatch, sorted: ReturnType<typeof lockOrder>, values: unknown[]): Promise<CommitStep> {
+  async #commitOnce(batch: CommitBatch, sorted: Sorted, values: unknown[]): Promise<CommitStep> {
     let client: PoolClient;
     try {
       client = await this.#connect();
