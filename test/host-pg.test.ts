@@ -98,6 +98,9 @@ function register(server: TestPostgres): void {
           }
           assert.deepEqual(listed, byBytes, `pages of ${pageSize}`);
         }
+        const all = await store.listHeads('record', null, Number.MAX_SAFE_INTEGER);
+        assert.deepEqual(all.heads.map((h) => h.name), byBytes, 'a limit past any page size lists everything');
+        assert.equal(all.next, null);
         const sample = collations[0]?.collname;
         if (sample !== undefined) {
           const text = (await server.admin.query(`SELECT n FROM unnest($1::text[]) n ORDER BY n COLLATE ${quoteIdent(sample)}`, [names])).rows.map((r: { n: string }) => r.n);

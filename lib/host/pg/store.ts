@@ -49,6 +49,8 @@ export interface PgHostStoreOptions {
 /** Serialization failures and deadlocks are retried this many times. */
 const RETRIES = 6;
 const MAX_HOLDER_ID_BYTES = 1024;
+/** The most heads one listHeads answers (a page of heads is held in memory whole). */
+const MAX_PAGE = 10_000;
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
@@ -223,13 +225,15 @@ export class PgHostStore extends HostStoreHandle {
 
   protected async doListHeads(kind: ScopeKind, after: string | null, limit: number): Promise<HeadPage> {
     // One more than asked: whether it exists decides `next`.
-    const r = await this.#read('list heads', `${this.#sql.prefix}list`, this.#sql.list, [KIND_CODE[kind], after === null ? null : Buffer.from(after, 'utf8'), limit + 1]);
+    // A page holds at most MAX_PAGE heads; a larger limit answers that many, and `next`.
+    const page = Math.min(limit, MAX_PAGE);
+    const r = await this.#read('list heads', `${this.#sql.prefix}list`, this.#sql.list, [KIND_CODE[kind], after === null ? null : Buffer.from(after, 'utf8'), page + 1]);
     const rows = r.rows as { name: Buffer; version: number; commit_id: string; head: Buffer }[];
-    const heads: ListedHead[] = rows.slice(0, limit).map((x) => ({
+    const heads: ListedHead[] = rows.slice(0, page).map((x) => ({
       name: decodeName(x.name),
       head: { version: x.version, commitId: x.commit_id, head: new Uint8Array(x.head) },
     }));
-    return { heads, next: rows.length > limit ? heads[heads.length - 1]!.name : null };
+    return { heads, next: rows.length > page ? heads[heads.length - 1]!.name : null };
   }
 
   protected async doReadRows(scope: ScopeRef, from: number, limit: number): Promise<Row[]> {
