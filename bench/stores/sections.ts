@@ -6,6 +6,7 @@
 export const STORES_SECTION_IDS: readonly string[] = [
   'host-commits',
   'host-open',
+  'host-pg',
   'raft-appends',
   'raft-1mib',
   'raft-open',

@@ -27,6 +27,7 @@ import { rawAppendVariant } from '../raw.js';
 import { payload } from '../rawfs.js';
 import { runChild, type ChildTask, type HostOpenResult, type PayloadRssResult, type RaftOpenResult } from './child.js';
 import { snapshotRssGrowth, type SnapshotRssResult } from './snapshot-bench.js';
+import { pgHostSection, type BenchPostgres } from './host-pg.js';
 import { IMPL_LABEL, type Available, type ImplName } from './impls.js';
 import { getVariant, putVariant, rawReadVariant, rawWriteFsyncVariant } from './payload-bench.js';
 import type { SeglogStores } from './seglog.js';
@@ -109,6 +110,8 @@ export interface StoresDeps {
   seglog: SeglogStores;
   host: Available<HostStore>;
   raft: Available<RaftNodeHandle>;
+  /** The PostgreSQL server of the run (the host-pg section), or null when there is none. */
+  pg?: BenchPostgres | null;
 }
 
 function missingNotes(what: string, missing: Partial<Record<ImplName, string>>): string[] {
@@ -649,7 +652,11 @@ function measured(sections: readonly SectionResult[], sectionId: string, id: str
 }
 
 /** Every target of the host, Raft and payload stores, judged from this run (null, with the reason, where not measured). */
-export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pick<StoresConfig, 'realmScopes' | 'bigPayloadBytes' | 'snapshotBytes'>, why: { host: string | null; raft: string | null; payloads: string | null; peers: string | null }): TargetCheck[] {
+export function collectStoreTargets(
+  sections: readonly SectionResult[],
+  cfg: Pick<StoresConfig, 'realmScopes' | 'bigPayloadBytes' | 'snapshotBytes'>,
+  why: { host: string | null; raft: string | null; payloads: string | null; peers: string | null; pg?: string | null },
+): TargetCheck[] {
   const notMeasured = (w: string | null, fallback: string): string => w ?? fallback;
   const hostOne = variant(sections, 'host-commits', 'host-1/seglog');
   const host200 = variant(sections, 'host-commits', 'host-200/seglog');
@@ -663,6 +670,21 @@ export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pic
   const rssJudged = cfg.bigPayloadBytes >= 1024 * MIB;
   const snapshot = measured(sections, 'raft-snapshot-rss', 'raft-snapshot-rss-growth/seglog');
   const snapshotJudged = cfg.snapshotBytes >= 1024 * MIB;
+  const vsPgbench = (clients: 1 | 200): TargetCheck => {
+    const store = variant(sections, 'host-pg', `pg-${clients}/pg`);
+    const pgbench = variant(sections, 'host-pg', `pgbench-${clients}`);
+    const ratio = store !== undefined && pgbench !== undefined ? ratioToBest(store.runs, [pgbench.runs]) : null;
+    return checkTarget({
+      id: `host-pg-vs-pgbench-${clients}`,
+      source: 'the PostgreSQL host store',
+      description: `PostgreSQL host store: ${clients === 1 ? 'one writer' : '200 writers'}, 300 B commits, as a ratio to pgbench's script of the same writes at ${clients} client${clients === 1 ? '' : 's'} on the same server`,
+      comparator: '>=',
+      threshold: 0.7,
+      unit: '× pgbench',
+      measured: ratio?.median ?? null,
+      note: ratio === null ? (why.pg ?? 'NOT MEASURED (the host-pg section did not run)') : `median of per-round ratios (${ratio.min.toFixed(2)}–${ratio.max.toFixed(2)})`,
+    });
+  };
   return [
     checkTarget({
       id: 'host-one-scope',
@@ -707,6 +729,8 @@ export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pic
       },
       openJudged,
     ),
+    vsPgbench(1),
+    vsPgbench(200),
     checkTarget({
       id: 'raft-one-per-append',
       source: 'Raft store',
@@ -807,6 +831,10 @@ export async function runStores(cfg: StoresConfig, deps: StoresDeps, progress?: 
   const run = (id: string): boolean => runsSection(cfg, id);
   if (run('host-commits')) await timed(() => runSection(hostCommitSection(cfg, deps.host), progress));
   if (run('host-open') && deps.host.available.length > 0) await timed(() => hostOpenSection(cfg, deps.host, progress));
+  const pg = deps.pg ?? null;
+  // host-pg runs whole seconds of pgbench per variant and round: in a --quick run only when --only names it.
+  const runPg = run('host-pg') && pg !== null && (!cfg.quick || cfg.only !== undefined);
+  if (runPg) await timed(() => runSection(pgHostSection(cfg, pg), progress));
   if (run('raft-appends')) await timed(() => runSection(raftAppendSection(cfg, deps.raft), progress));
   if (run('raft-1mib')) await timed(() => runSection(raftLargeSection(cfg, deps.raft), progress));
   if (run('raft-open') && deps.raft.available.length > 0) await timed(() => raftOpenSection(cfg, deps.raft, progress));
@@ -825,6 +853,7 @@ export function plannedStoresMs(cfg: StoresConfig, deps: StoresDeps): number {
   const run = (id: string): boolean => runsSection(cfg, id);
   const plans: SectionPlan[] = [];
   if (run('host-commits')) plans.push(hostCommitSection(cfg, deps.host));
+  if (run('host-pg') && deps.pg && (!cfg.quick || cfg.only !== undefined)) plans.push(pgHostSection(cfg, deps.pg));
   if (run('raft-appends')) plans.push(raftAppendSection(cfg, deps.raft));
   if (run('raft-1mib')) plans.push(raftLargeSection(cfg, deps.raft));
   const put = run('payload-put') ? payloadPutSection(cfg, deps.seglog) : null;

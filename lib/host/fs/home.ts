@@ -42,6 +42,7 @@ import {
   type HomeValue,
   type RowFileRef,
 } from './format.js';
+import { isMissing } from '../../fs/errno.js';
 
 /** Row files the checkpointer keeps open at most (over every home it builds), process-wide. */
 const OPEN_ROW_FILES = 256;
@@ -54,10 +55,6 @@ const READ_WINDOW = 256 * 1024;
 export function scopeDirOf(realm: string, kind: ScopeKind, digest: string): string {
   const { fanout, leaf } = scopeDirName(kind, digest);
   return path.join(realm, 'scopes', fanout, leaf);
-}
-
-function isMissing(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === 'ENOENT';
 }
 
 function newGen(): string {
