@@ -1,5 +1,5 @@
-// Host store: the fence's lease rules (seed 000, Fence Leases and Core's Writer Rules), and the
-// machine's boot id that a lease on a monotonic clock needs.
+// Host store: the fence's lease rules (docs/contracts/host-store.md: fence leases and the writer
+// rules), and the machine's boot id that a lease on a monotonic clock needs.
 //
 // Owns: `FenceRecord` (the highest token, its holder and the lease end on the store's clock, with
 // the boot it was recorded in), `planAcquire`, `planRenew` and `readBootId`. Guarantees: the same

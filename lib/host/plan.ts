@@ -1,4 +1,4 @@
-// Host store: commit planning, the rules of seed 000 that decide what a batch does, in one place.
+// Host store: commit planning, the contract's rules that decide what a batch does, in one place.
 //
 // Owns: `ScopeTip` (what a commit needs to know of a scope: whether it exists or was deleted, its
 // version, the commit id that wrote it, its row range [first, end)), the one retry rule
