@@ -1,23 +1,29 @@
 // Streaming a payload out of its blob file, verifying as it goes.
 //
-// Owns: `BlobReader`, the AsyncIterableIterator that `get` answers. Guarantees:
+// Owns: `BlobReader`, the AsyncIterableIterator that `get` answers. The work is a pipeline of
+// batches of about 1 MiB of whole frames, READ_AHEAD of them ahead of the consumer: while the
+// consumer works on batch N, batch N+1 is hashed (on the hashing thread, hash.ts, for a payload
+// of more than one batch; on the event loop for a smaller one, where that is faster), batch N+2
+// has its CRCs checked on the event loop and batch N+3 is read by the thread pool. Guarantees:
 // - No chunk is yielded before its CRC32 (seeded with the blob's salt and the chunk's index,
 //   format.ts) has checked, and the batch holding the last chunk is yielded only after the
 //   SHA-256 of the whole payload has matched the digest: a damaged chunk ends the stream with
-//   CORRUPT before any of its bytes are served. (Damage that a CRC32 misses, about 1 in 2^32 for
-//   random damage, is caught by the SHA-256 at the end of the stream.)
-// - Bounded memory: one batch of about 1 MiB read ahead (prefetched while the consumer works on
-//   the previous one); yielded chunks are views of a fresh buffer per batch, never reused.
+//   CORRUPT before any of its bytes are served, and every chunk before it is served. (Damage that
+//   a CRC32 misses, about 1 in 2^32 for random damage, is caught by the SHA-256 at the end.)
+// - Bounded memory: at most READ_AHEAD batches besides the one being consumed; yielded chunks are
+//   views of a fresh buffer per batch, never reused (they belong to the consumer).
 // - The file stays open from `get` to the end of the stream, so a garbage collection that
 //   unlinks the name meanwhile does not disturb it; `return()` (a `break` out of `for await`),
 //   an error, or the store's `close()` closes it. A read is never in flight when the handle closes.
 
-import { createHash, type Hash } from 'node:crypto';
 import { closed, corrupt, fromIo } from '../errors.js';
 import type { FileHandle } from '../fs/types.js';
 import { BLOB_HEADER_BYTES, CHUNK_CRC_BYTES, chunkCount, chunkCrc, type BlobHeader } from './format.js';
+import { inlineHash, threadHash, type PayloadHash } from './hash.js';
 
 const BATCH_TARGET_BYTES = 1 << 20;
+/** Batches in the pipeline ahead of the consumer: being read, checked or hashed. */
+const READ_AHEAD = 3;
 
 export class BlobReader implements AsyncIterableIterator<Uint8Array> {
   readonly #handle: FileHandle;
@@ -27,12 +33,18 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
   readonly #onClose: (reader: BlobReader) => void;
   readonly #framesPerBatch: number;
   readonly #chunks: number;
-  readonly #hash: Hash = createHash('sha256');
+  readonly #hash: PayloadHash;
+  /** The first chunk and the file position of the next batch to issue. */
   #nextChunk = 0;
   #position = BLOB_HEADER_BYTES;
+  /** Batches issued and not yet taken by the consumer, in order. */
+  readonly #queue: Promise<Uint8Array[]>[] = [];
+  /** Every batch issued and not yet settled (close waits for them). */
+  readonly #running = new Set<Promise<unknown>>();
+  /** Settles when the last issued batch has been hashed: batches are hashed in order. */
+  #hashTail: Promise<unknown> = Promise.resolve();
   #ready: Uint8Array[] = [];
   #readyAt = 0;
-  #prefetch: Promise<Uint8Array[]> | null = null;
   #finished = false;
   #closing: Promise<void> | null = null;
   #closedByStore = false;
@@ -45,6 +57,8 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     this.#onClose = onClose;
     this.#framesPerBatch = Math.max(1, Math.floor(BATCH_TARGET_BYTES / (header.chunkBytes + CHUNK_CRC_BYTES)));
     this.#chunks = chunkCount(header.size, header.chunkBytes);
+    // A payload of one batch is hashed here: a hand-off to the thread costs more than it saves.
+    this.#hash = this.#chunks > this.#framesPerBatch ? threadHash() : inlineHash();
   }
 
   /** The stream is its own iterator: one pass only (a second `for await` sees where the first stopped). */
@@ -60,19 +74,15 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     if (this.#closedByStore) throw closed('payload store');
     if (this.#finished) return { value: undefined, done: true };
     try {
-      if (this.#nextChunk >= this.#chunks && this.#prefetch === null) {
+      if (this.#nextChunk >= this.#chunks && this.#queue.length === 0) {
         // Only an empty payload gets here without having checked its digest.
-        if (this.#chunks === 0) this.#checkDigest();
+        if (this.#chunks === 0) await this.#checkDigest();
         await this.close();
         return { value: undefined, done: true };
       }
-      const batch = await (this.#prefetch ?? this.#readBatch());
-      this.#prefetch = null;
-      if (this.#nextChunk < this.#chunks) {
-        const ahead = this.#readBatch();
-        ahead.catch(() => undefined); // observed when the consumer gets there
-        this.#prefetch = ahead;
-      }
+      this.#fill();
+      const batch = await (this.#queue.shift() as Promise<Uint8Array[]>);
+      this.#fill();
       this.#ready = batch;
       this.#readyAt = 0;
       return this.next();
@@ -92,17 +102,17 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     throw err;
   }
 
-  /** Closes the file (after any read in flight); idempotent. */
+  /** Closes the file (after every read in flight); idempotent. */
   close(byStore = false): Promise<void> {
     if (byStore && !this.#finished) this.#closedByStore = true;
     if (this.#closing === null) {
       this.#finished = true;
       this.#ready = [];
       this.#readyAt = 0;
-      const prefetch = this.#prefetch;
-      this.#prefetch = null;
+      this.#queue.length = 0;
       this.#closing = (async () => {
-        if (prefetch !== null) await prefetch.catch(() => undefined);
+        await Promise.allSettled([...this.#running]);
+        this.#hash.abandon();
         await this.#handle.close().catch(() => undefined);
         this.#onClose(this);
       })();
@@ -110,25 +120,66 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     return this.#closing;
   }
 
-  #checkDigest(): void {
-    const got = this.#hash.digest();
+  async #checkDigest(): Promise<void> {
+    const got = await this.#hash.digest();
     if (Buffer.compare(got, this.#header.sha256) !== 0) {
       throw corrupt(`payload ${this.#digest}: content does not match its digest`, { path: this.#file, digest: this.#digest });
     }
   }
 
-  /** Reads, checks and hashes the next batch of frames; the last batch also checks the digest. */
-  async #readBatch(): Promise<Uint8Array[]> {
-    const { chunkBytes, size, salt } = this.#header;
+  /** Issues batches until READ_AHEAD are in the pipeline or none is left. */
+  #fill(): void {
+    while (!this.#finished && this.#queue.length < READ_AHEAD && this.#nextChunk < this.#chunks) {
+      const batch = this.#batch();
+      batch.catch(() => undefined); // observed when the consumer gets there
+      this.#running.add(batch);
+      void batch.then(
+        () => this.#running.delete(batch),
+        () => this.#running.delete(batch),
+      );
+      this.#queue.push(batch);
+    }
+  }
+
+  /**
+   * Reads the next batch of frames, checks each chunk's CRC, hashes it after the batches before
+   * it, and for the last batch checks the digest; answers the batch's chunks.
+   */
+  async #batch(): Promise<Uint8Array[]> {
+    const { chunkBytes, size } = this.#header;
     const first = this.#nextChunk;
     const count = Math.min(this.#framesPerBatch, this.#chunks - first);
     const last = first + count === this.#chunks;
     const payloadBytes = last ? size - first * chunkBytes : count * chunkBytes;
     const bytes = payloadBytes + count * CHUNK_CRC_BYTES;
-    const buffer = new Uint8Array(bytes);
     const position = this.#position;
     this.#nextChunk = first + count;
     this.#position = position + bytes;
+    const previous = this.#hashTail;
+    const checked = this.#readChecked(first, count, bytes, position);
+    const hashed = (async () => {
+      const frames = await checked;
+      await previous;
+      return this.#hash.update(frames, chunkBytes);
+    })();
+    this.#hashTail = hashed;
+    const frames = await hashed;
+    if (last) await this.#checkDigest();
+    const chunks: Uint8Array[] = [];
+    let at = 0;
+    for (let i = 0; i < count; i++) {
+      const index = first + i;
+      const length = index === this.#chunks - 1 ? size - index * chunkBytes : chunkBytes;
+      chunks.push(frames.subarray(at, at + length));
+      at += length + CHUNK_CRC_BYTES;
+    }
+    return chunks;
+  }
+
+  /** Reads `count` frames at `position` into a fresh buffer and checks each chunk's CRC. */
+  async #readChecked(first: number, count: number, bytes: number, position: number): Promise<Uint8Array> {
+    const { chunkBytes, size, salt } = this.#header;
+    const buffer = new Uint8Array(bytes);
     let n: number;
     try {
       n = await this.#handle.read(buffer, position);
@@ -141,14 +192,12 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
         digest: this.#digest,
       });
     }
-    const chunks: Uint8Array[] = [];
     const view = new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength);
     let at = 0;
     for (let i = 0; i < count; i++) {
       const index = first + i;
       const length = index === this.#chunks - 1 ? size - index * chunkBytes : chunkBytes;
-      const chunk = buffer.subarray(at, at + length);
-      if (view.getUint32(at + length, true) !== chunkCrc(salt, index, chunk)) {
+      if (view.getUint32(at + length, true) !== chunkCrc(salt, index, buffer.subarray(at, at + length))) {
         throw corrupt(`payload ${this.#digest}: chunk ${index} fails its checksum`, {
           path: this.#file,
           digest: this.#digest,
@@ -156,11 +205,8 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
           offset: position + at,
         });
       }
-      this.#hash.update(chunk);
-      chunks.push(chunk);
       at += length + CHUNK_CRC_BYTES;
     }
-    if (last) this.#checkDigest();
-    return chunks;
+    return buffer;
   }
 }

@@ -1,22 +1,36 @@
 // Streaming a payload body into a framed blob file.
 //
 // Owns: `writeFrames`, which consumes a body (any AsyncIterable of Uint8Array, a Node Readable
-// included), hashes it with SHA-256, cuts it into chunks of `chunkBytes`, appends each chunk's
-// CRC32 (format.ts) and writes the frames at increasing positions. Guarantees:
-// - Bounded memory: two batch buffers of about 1 MiB each (one being filled while the other is
-//   being written), whatever the payload's size; the body's own chunks are copied, never kept.
+// included), cuts it into chunks of `chunkBytes`, appends each chunk's CRC32 (format.ts), writes
+// the frames at increasing positions, and answers the body's SHA-256. The work is a pipeline of
+// batches of about 1 MiB of whole frames: while the event loop copies and checksums batch N+1,
+// batch N is written by the thread pool and hashed by the hashing thread (hash.ts; a body that
+// fits one batch is hashed on the event loop, where that is faster), and every EARLY_SYNC_BYTES
+// an fdatasync of the file runs meanwhile, so that the disk is already writing while the rest
+// is hashed (the caller's final fdatasync then has only the tail left). Guarantees:
+// - Bounded memory: at most MAX_BATCHES batch buffers, whatever the payload's size; the body's own
+//   chunks are copied, never kept.
+// - The frames are written in order, one write in flight at a time; a write is never issued
+//   after an earlier one failed.
 // - `maxBytes` is checked before a byte past it is hashed or written: the body is abandoned
 //   (its iterator's `return` runs, which destroys a Readable) and TOO_LARGE is thrown.
-// - On any failure, no write this function issued is still running when it rejects. A failed
-//   write rejects with NO_SPACE or IO_ERROR; the body's own error passes through unchanged.
+// - On any failure, no write, sync or hash this function issued is still running when it rejects.
+//   A failed write or early fdatasync rejects with NO_SPACE or IO_ERROR (the file is then to be
+//   abandoned: a failed fdatasync is never retried); the body's own error passes through unchanged.
 
-import { createHash } from 'node:crypto';
 import { SeglogError, fromIo, invalid } from '../errors.js';
 import type { FileHandle } from '../fs/types.js';
 import { CHUNK_CRC_BYTES, chunkCrc } from './format.js';
+import { inlineHash, threadHash, type PayloadHash } from './hash.js';
 
 /** Target bytes per write call (whole frames, at least one). */
 const BATCH_TARGET_BYTES = 1 << 20;
+/** Batch buffers one put may hold: one filling, one being written, the rest waiting to be hashed. */
+const MAX_BATCHES = 4;
+/** Bytes written between the fdatasyncs that start the disk's write-back early (one at a time). */
+export const EARLY_SYNC_BYTES = 4 << 20;
+// TEMPORARY tuning knobs for A/B runs.
+export const tuning = { earlySync: EARLY_SYNC_BYTES, thread: true, maxBatches: MAX_BATCHES, batchBytes: BATCH_TARGET_BYTES };
 
 export interface FrameWriteOptions {
   chunkBytes: number;
@@ -32,6 +46,13 @@ export interface FrameWriteResult {
   sha256: Uint8Array;
 }
 
+/** A batch handed to the writer and the hash; its buffer is free again once both are done. */
+interface InFlight {
+  buffer: Uint8Array;
+  settled: Promise<unknown>;
+  done: boolean;
+}
+
 export async function writeFrames(
   handle: FileHandle,
   body: AsyncIterable<unknown>,
@@ -39,16 +60,26 @@ export async function writeFrames(
 ): Promise<FrameWriteResult> {
   const { chunkBytes, salt, maxBytes } = options;
   const frameBytes = chunkBytes + CHUNK_CRC_BYTES;
-  const batchBytes = Math.max(1, Math.floor(BATCH_TARGET_BYTES / frameBytes)) * frameBytes;
-  const hash = createHash('sha256');
-  let current: Uint8Array = new Uint8Array(batchBytes);
-  let spare: Uint8Array | null = null;
+  const batchBytes = Math.max(1, Math.floor(tuning.batchBytes / frameBytes)) * frameBytes;
+  // Shared memory, so that the hashing thread reads a batch while the thread pool writes it.
+  const newBuffer = (): Uint8Array => new Uint8Array(new SharedArrayBuffer(batchBytes));
+  let current = newBuffer();
+  let buffers = 1;
+  const free: Uint8Array[] = [];
+  const inFlight: InFlight[] = [];
   let fill = 0; // bytes of finished frames in `current`
   let chunkFill = 0; // bytes of the chunk being filled, which starts at `fill`
   let chunkIndex = 0;
   let position = options.start;
   let size = 0;
-  let pending: Promise<void> | null = null;
+  let hash: PayloadHash | null = null;
+  let lastWrite: Promise<void> = Promise.resolve();
+  let earlySync: Promise<void> | null = null;
+  let unsynced = 0;
+  let failure: { error: unknown } | null = null;
+  const fail = (error: unknown): void => {
+    if (failure === null) failure = { error };
+  };
 
   const sealChunk = (): void => {
     const chunk = current.subarray(fill, fill + chunkFill);
@@ -59,22 +90,72 @@ export async function writeFrames(
     chunkIndex++;
   };
 
-  // Issues the write of `current` and switches to the other buffer, which is free once the
-  // previous write (the only other one in flight) has finished.
-  const flush = async (): Promise<void> => {
-    if (fill === 0) return;
-    if (pending !== null) await pending;
-    const at = position;
-    const write = handle.write(current.subarray(0, fill), at).catch((err: unknown) => {
-      throw fromIo(err, 'write payload', handle.path);
-    });
-    write.catch(() => undefined); // observed when awaited; never an unhandled rejection
-    pending = write;
-    position += fill;
-    const next: Uint8Array = spare ?? new Uint8Array(batchBytes);
-    spare = current;
-    current = next;
-    fill = 0;
+  // After a write landed: start the disk on what is written so far, unless a sync is running.
+  const maybeSyncEarly = (written: number): void => {
+    unsynced += written;
+    if (tuning.earlySync === 0 || unsynced < tuning.earlySync || earlySync !== null) return;
+    unsynced = 0;
+    earlySync = handle.datasync().then(
+      () => {
+        earlySync = null;
+      },
+      (err: unknown) => {
+        fail(fromIo(err, 'sync payload', handle.path));
+      },
+    );
+  };
+
+  // Hands `current` to the writer and the hash, and takes a free buffer for the next batch.
+  const flush = async (last: boolean): Promise<void> => {
+    if (fill > 0) {
+      // A body that fits one batch is hashed here: a hand-off to the thread costs more.
+      if (hash === null) hash = (last && position === options.start) || !tuning.thread ? inlineHash() : threadHash();
+      const frames = current.subarray(0, fill);
+      const at = position;
+      const hashed = hash.update(frames, chunkBytes);
+      const written = lastWrite.then(async () => {
+        if (failure !== null) throw failure.error;
+        try {
+          await handle.write(frames, at);
+        } catch (err) {
+          throw fromIo(err, 'write payload', handle.path);
+        }
+        maybeSyncEarly(frames.length);
+      });
+      lastWrite = written;
+      hashed.catch(fail);
+      written.catch(fail);
+      const batch: InFlight = { buffer: current, settled: Promise.allSettled([hashed, written]), done: false };
+      void batch.settled.then(() => {
+        batch.done = true;
+      });
+      inFlight.push(batch);
+      position += fill;
+      fill = 0;
+      if (!last) {
+        const reused = free.pop();
+        if (reused !== undefined) current = reused;
+        else if (buffers < tuning.maxBatches) {
+          current = newBuffer();
+          buffers++;
+        } else {
+          const oldest = inFlight.shift() as InFlight;
+          await oldest.settled;
+          current = oldest.buffer;
+        }
+      }
+    }
+    // Reclaim the buffers of finished batches (oldest first: batches finish in order).
+    while (inFlight[0]?.done === true) free.push((inFlight.shift() as InFlight).buffer);
+    if (failure !== null) throw failure.error;
+  };
+
+  const drain = async (): Promise<void> => {
+    await Promise.allSettled(inFlight.map((b) => b.settled));
+    inFlight.length = 0;
+    // Every write has finished, so no sync starts after this one (a failed one stays set).
+    const running: Promise<void> | null = earlySync;
+    if (running !== null) await running;
   };
 
   try {
@@ -86,7 +167,6 @@ export async function writeFrames(
         throw new SeglogError('TOO_LARGE', `payload exceeds maxBytes ${maxBytes}`, { details: { maxBytes } });
       }
       size += piece.length;
-      hash.update(piece);
       let at = 0;
       while (at < piece.length) {
         const n = Math.min(chunkBytes - chunkFill, piece.length - at);
@@ -95,17 +175,19 @@ export async function writeFrames(
         at += n;
         if (chunkFill === chunkBytes) {
           sealChunk();
-          if (fill === batchBytes) await flush();
+          if (fill === batchBytes) await flush(false);
         }
       }
     }
     if (chunkFill > 0) sealChunk();
-    await flush();
-    if (pending !== null) await pending;
-    pending = null;
+    await flush(true);
+    await drain();
+    if (failure !== null) throw (failure as { error: unknown }).error;
+    const digest = await ((hash as PayloadHash | null) ?? inlineHash()).digest();
+    return { size, sha256: digest };
   } catch (err) {
-    if (pending !== null) await (pending as Promise<void>).catch(() => undefined);
+    await drain();
+    (hash as PayloadHash | null)?.abandon();
     throw err;
   }
-  return { size, sha256: new Uint8Array(hash.digest()) };
 }
