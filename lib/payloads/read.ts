@@ -21,7 +21,8 @@ import type { FileHandle } from '../fs/types.js';
 import { BLOB_HEADER_BYTES, CHUNK_CRC_BYTES, chunkCount, chunkCrc, type BlobHeader } from './format.js';
 import { inlineHash, threadHash, type PayloadHash } from './hash.js';
 
-const BATCH_TARGET_BYTES = 1 << 20;
+/** Payload bytes per batch (whole chunks, at least one): one read call each. */
+const BATCH_PAYLOAD_BYTES = 1 << 20;
 /** Batches in the pipeline ahead of the consumer: being read, checked or hashed. */
 const READ_AHEAD = 3;
 
@@ -55,7 +56,7 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     this.#digest = digest;
     this.#file = file;
     this.#onClose = onClose;
-    this.#framesPerBatch = Math.max(1, Math.floor(BATCH_TARGET_BYTES / (header.chunkBytes + CHUNK_CRC_BYTES)));
+    this.#framesPerBatch = Math.max(1, Math.floor(BATCH_PAYLOAD_BYTES / header.chunkBytes));
     this.#chunks = chunkCount(header.size, header.chunkBytes);
     // A payload of one batch is hashed here: a hand-off to the thread costs more than it saves.
     this.#hash = this.#chunks > this.#framesPerBatch ? threadHash() : inlineHash();

@@ -374,6 +374,8 @@ export class FsPayloadStore implements PayloadStore {
   readonly #temps = new Set<string>();
   /** Fan-out directories synced (or being synced) since open: trusted from then on. */
   readonly #trusted = new Map<string, Promise<void>>();
+  /** `blobs/` and `refs/` synced (or being synced) since open. */
+  readonly #kindSyncs = new Map<string, Promise<void>>();
   readonly #readers = new Set<BlobReader>();
   readonly #active = new Set<Promise<unknown>>();
   #gcTail: Promise<unknown> = Promise.resolve();
@@ -457,17 +459,22 @@ export class FsPayloadStore implements PayloadStore {
       }
       this.#checkWritable();
       const header = encodeBlobHeader({ chunkBytes: this.#chunkBytes, size, written: this.storeTime(), salt, sha256 });
+      // The fan-out directory is made ready while the file syncs: either may finish first, the
+      // link waits for both.
+      const fanout = this.#fanout(BLOBS, fanoutOf(hex), true);
+      fanout.catch(() => undefined); // awaited below, after the sync
       try {
         await handle.write(header, 0);
         await handle.datasync();
       } catch (err) {
+        await fanout.catch(() => undefined);
         // A failed fdatasync of this temporary file is not retried: the file is abandoned.
         throw fromIo(err, 'write payload', temp);
       }
       const h = handle;
       handle = null;
       await h.close().catch(() => undefined);
-      await this.#fanout(BLOBS, fanoutOf(hex), true);
+      await fanout;
       await this.#mutex.run(hex, () => this.#linkBlob(temp, hex));
       return { digest, size };
     } catch (err) {
@@ -903,46 +910,62 @@ export class FsPayloadStore implements PayloadStore {
   }
 
   /**
-   * Makes `<kind>/<hh>` trusted: its entry in `<kind>/` and its own entries are synced once
-   * since open (an earlier process may have died before syncing them), so that nothing this
-   * store answers rests on a directory entry a power loss could still take back. With `create`,
-   * makes the directory first; without, answers false when it does not exist.
+   * Makes `<kind>/<hh>` trusted: its entry in `<kind>/` and its own entries are durable, so that
+   * nothing this store answers rests on a directory entry a power loss could still take back (an
+   * earlier process may have died before syncing them). A directory that exists is trusted after
+   * `<kind>/` has been synced once since open and the directory itself once; one that this call
+   * creates (`create`) is trusted once `<kind>/` is synced after the mkdir — it is empty, and
+   * every entry this store adds to it is synced by the protocol that adds it. Without `create`,
+   * answers false when the directory does not exist.
    */
   async #fanout(kind: typeof BLOBS | typeof REFS, hh: string, create: boolean): Promise<boolean> {
     assert(isFanoutName(hh), 'a fan-out directory is named by two hex digits');
     const dir = path.join(this.dir, kind, hh);
     let ready = this.#trusted.get(dir);
     if (ready === undefined) {
-      if (!create) {
-        const st = await this.#fs.stat(dir).catch((err: unknown) => {
-          throw fromIo(err, 'stat', dir);
-        });
-        if (st === null) return false;
-        if (!st.isDirectory) throw corrupt(`${dir} is not a directory`, { path: dir });
-        const again = this.#trusted.get(dir);
-        if (again !== undefined) {
-          await again;
-          return true;
-        }
-      }
-      ready = (async () => {
-        if (create) {
-          try {
-            await this.#fs.mkdir(dir);
-          } catch (err) {
-            throw fromIo(err, 'create directory', dir);
-          }
-        }
-        await this.#syncDir(path.join(this.dir, kind));
-        await this.#syncDir(dir);
-      })();
-      this.#trusted.set(dir, ready);
-      const settled = ready;
-      settled.catch(() => {
-        if (this.#trusted.get(dir) === settled) this.#trusted.delete(dir);
+      const st = await this.#fs.stat(dir).catch((err: unknown) => {
+        throw fromIo(err, 'stat', dir);
       });
+      if (st !== null && !st.isDirectory) throw corrupt(`${dir} is not a directory`, { path: dir });
+      if (st === null && !create) return false;
+      ready = this.#trusted.get(dir); // another call may have started meanwhile
+      if (ready === undefined) {
+        ready =
+          st === null
+            ? (async () => {
+                try {
+                  await this.#fs.mkdir(dir);
+                } catch (err) {
+                  throw fromIo(err, 'create directory', dir);
+                }
+                await this.#syncDir(path.join(this.dir, kind));
+              })()
+            : (async () => {
+                await this.#kindSynced(kind);
+                await this.#syncDir(dir);
+              })();
+        this.#trusted.set(dir, ready);
+        const settled = ready;
+        settled.catch(() => {
+          if (this.#trusted.get(dir) === settled) this.#trusted.delete(dir);
+        });
+      }
     }
     await ready;
     return true;
+  }
+
+  /** Syncs `<kind>/` once per open (again only after a failure): its entries then are durable. */
+  #kindSynced(kind: typeof BLOBS | typeof REFS): Promise<void> {
+    let synced = this.#kindSyncs.get(kind);
+    if (synced === undefined) {
+      synced = this.#syncDir(path.join(this.dir, kind));
+      this.#kindSyncs.set(kind, synced);
+      const settled = synced;
+      settled.catch(() => {
+        if (this.#kindSyncs.get(kind) === settled) this.#kindSyncs.delete(kind);
+      });
+    }
+    return synced;
   }
 }

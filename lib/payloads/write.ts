@@ -23,14 +23,14 @@ import type { FileHandle } from '../fs/types.js';
 import { CHUNK_CRC_BYTES, chunkCrc } from './format.js';
 import { inlineHash, threadHash, type PayloadHash } from './hash.js';
 
-/** Target bytes per write call (whole frames, at least one). */
-const BATCH_TARGET_BYTES = 1 << 20;
+/** Payload bytes per batch (whole chunks, at least one): one write call each. */
+export const BATCH_PAYLOAD_BYTES = 1 << 20;
 /** Batch buffers one put may hold: one filling, one being written, the rest waiting to be hashed. */
 const MAX_BATCHES = 4;
 /** Bytes written between the fdatasyncs that start the disk's write-back early (one at a time). */
 export const EARLY_SYNC_BYTES = 4 << 20;
 // TEMPORARY tuning knobs for A/B runs.
-export const tuning = { earlySync: EARLY_SYNC_BYTES, thread: true, maxBatches: MAX_BATCHES, batchBytes: BATCH_TARGET_BYTES };
+export const tuning = { earlySync: EARLY_SYNC_BYTES, thread: true, maxBatches: MAX_BATCHES, batchBytes: BATCH_PAYLOAD_BYTES };
 
 export interface FrameWriteOptions {
   chunkBytes: number;
@@ -60,7 +60,7 @@ export async function writeFrames(
 ): Promise<FrameWriteResult> {
   const { chunkBytes, salt, maxBytes } = options;
   const frameBytes = chunkBytes + CHUNK_CRC_BYTES;
-  const batchBytes = Math.max(1, Math.floor(tuning.batchBytes / frameBytes)) * frameBytes;
+  const batchBytes = Math.max(1, Math.floor(tuning.batchBytes / chunkBytes)) * frameBytes;
   // Shared memory, so that the hashing thread reads a batch while the thread pool writes it.
   const newBuffer = (): Uint8Array => new Uint8Array(new SharedArrayBuffer(batchBytes));
   let current = newBuffer();
@@ -73,7 +73,7 @@ export async function writeFrames(
   let position = options.start;
   let size = 0;
   let hash: PayloadHash | null = null;
-  let lastWrite: Promise<void> = Promise.resolve();
+  let lastWrite: Promise<void> | null = null; // null: no write in flight
   let earlySync: Promise<void> | null = null;
   let unsynced = 0;
   let failure: { error: unknown } | null = null;
@@ -112,8 +112,7 @@ export async function writeFrames(
       if (hash === null) hash = (last && position === options.start) || !tuning.thread ? inlineHash() : threadHash();
       const frames = current.subarray(0, fill);
       const at = position;
-      const hashed = hash.update(frames, chunkBytes);
-      const written = lastWrite.then(async () => {
+      const write = async (): Promise<void> => {
         if (failure !== null) throw failure.error;
         try {
           await handle.write(frames, at);
@@ -121,10 +120,18 @@ export async function writeFrames(
           throw fromIo(err, 'write payload', handle.path);
         }
         maybeSyncEarly(frames.length);
-      });
+      };
+      // Issued before the hash, so that an inline hash runs while the pool writes.
+      const written = lastWrite === null ? write() : lastWrite.then(write);
       lastWrite = written;
+      void written.then(
+        () => {
+          if (lastWrite === written) lastWrite = null;
+        },
+        fail,
+      );
+      const hashed = hash.update(frames, chunkBytes);
       hashed.catch(fail);
-      written.catch(fail);
       const batch: InFlight = { buffer: current, settled: Promise.allSettled([hashed, written]), done: false };
       void batch.settled.then(() => {
         batch.done = true;
