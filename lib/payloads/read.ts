@@ -19,15 +19,19 @@
 import { closed, corrupt, fromIo } from '../errors.js';
 import type { FileHandle } from '../fs/types.js';
 import { BLOB_HEADER_BYTES, CHUNK_CRC_BYTES, chunkCount, chunkCrc, type BlobHeader } from './format.js';
+import { BatchBuffers } from './buffers.js';
 import { inlineHash, threadHash, type PayloadHash } from './hash.js';
 
 /** Payload bytes per batch (whole chunks, at least one): one read call each. */
 const BATCH_PAYLOAD_BYTES = 1 << 20;
 /** Batches in the pipeline ahead of the consumer: being read, checked or hashed. */
 const READ_AHEAD = 3;
+// TEMPORARY tuning knobs for A/B runs.
+export const readTuning = { readAhead: READ_AHEAD, thread: true };
 
 export class BlobReader implements AsyncIterableIterator<Uint8Array> {
   readonly #handle: FileHandle;
+  readonly #buffers: BatchBuffers;
   readonly #header: BlobHeader;
   readonly #file: string;
   readonly #digest: string;
@@ -42,15 +46,31 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
   readonly #queue: Promise<Uint8Array[]>[] = [];
   /** Every batch issued and not yet settled (close waits for them). */
   readonly #running = new Set<Promise<unknown>>();
-  /** Settles when the last issued batch has been hashed: batches are hashed in order. */
-  #hashTail: Promise<unknown> = Promise.resolve();
+  /** Resolves when the last issued batch was handed to the hash (rejects if it never will be). */
+  #handedOver: Promise<void> = Promise.resolve();
+  /** The first failure of the hash (the hashing thread stopped): later batches fail with it. */
+  #hashFailure: { error: unknown } | null = null;
+  /** Hash steps not yet finished (close waits for them before it abandons the hash). */
+  readonly #hashing = new Set<Promise<void>>();
+  /** Shared buffers for the hashing thread: how many exist, the free ones, and who waits for one. */
+  #slots = 0;
+  readonly #freeSlots: Uint8Array[] = [];
+  readonly #slotWaiters: ((slot: Uint8Array) => void)[] = [];
   #ready: Uint8Array[] = [];
   #readyAt = 0;
   #finished = false;
   #closing: Promise<void> | null = null;
   #closedByStore = false;
 
-  constructor(handle: FileHandle, header: BlobHeader, digest: string, file: string, onClose: (reader: BlobReader) => void) {
+  constructor(
+    handle: FileHandle,
+    header: BlobHeader,
+    digest: string,
+    file: string,
+    onClose: (reader: BlobReader) => void,
+    buffers: BatchBuffers = new BatchBuffers(),
+  ) {
+    this.#buffers = buffers;
     this.#handle = handle;
     this.#header = header;
     this.#digest = digest;
@@ -59,7 +79,7 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     this.#framesPerBatch = Math.max(1, Math.floor(BATCH_PAYLOAD_BYTES / header.chunkBytes));
     this.#chunks = chunkCount(header.size, header.chunkBytes);
     // A payload of one batch is hashed here: a hand-off to the thread costs more than it saves.
-    this.#hash = this.#chunks > this.#framesPerBatch ? threadHash() : inlineHash();
+    this.#hash = this.#chunks > this.#framesPerBatch && readTuning.thread ? threadHash() : inlineHash();
   }
 
   /** The stream is its own iterator: one pass only (a second `for await` sees where the first stopped). */
@@ -112,8 +132,10 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
       this.#readyAt = 0;
       this.#queue.length = 0;
       this.#closing = (async () => {
-        await Promise.allSettled([...this.#running]);
+        await Promise.allSettled([...this.#running, ...this.#hashing]);
         this.#hash.abandon();
+        // Nothing reads the shared buffers now: every batch and every hash has finished.
+        for (const slot of this.#freeSlots.splice(0)) this.#buffers.give(slot);
         await this.#handle.close().catch(() => undefined);
         this.#onClose(this);
       })();
@@ -130,7 +152,7 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
 
   /** Issues batches until READ_AHEAD are in the pipeline or none is left. */
   #fill(): void {
-    while (!this.#finished && this.#queue.length < READ_AHEAD && this.#nextChunk < this.#chunks) {
+    while (!this.#finished && this.#queue.length < readTuning.readAhead && this.#nextChunk < this.#chunks) {
       const batch = this.#batch();
       batch.catch(() => undefined); // observed when the consumer gets there
       this.#running.add(batch);
@@ -143,8 +165,9 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
   }
 
   /**
-   * Reads the next batch of frames, checks each chunk's CRC, hashes it after the batches before
-   * it, and for the last batch checks the digest; answers the batch's chunks.
+   * Reads the next batch of frames and checks each chunk's CRC; hands it to the hash after the
+   * batches before it; for the last batch waits for the hash and checks the digest. Answers the
+   * batch's chunks: views of a fresh buffer that nothing here keeps.
    */
   async #batch(): Promise<Uint8Array[]> {
     const { chunkBytes, size } = this.#header;
@@ -156,49 +179,112 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     const position = this.#position;
     this.#nextChunk = first + count;
     this.#position = position + bytes;
-    const previous = this.#hashTail;
-    const checked = this.#readChecked(first, count, bytes, position);
-    const hashed = (async () => {
-      const frames = await checked;
-      await previous;
-      return this.#hash.update(frames, chunkBytes);
-    })();
-    this.#hashTail = hashed;
-    const frames = await hashed;
-    if (last) await this.#checkDigest();
-    const chunks: Uint8Array[] = [];
-    let at = 0;
-    for (let i = 0; i < count; i++) {
-      const index = first + i;
-      const length = index === this.#chunks - 1 ? size - index * chunkBytes : chunkBytes;
-      chunks.push(frames.subarray(at, at + length));
-      at += length + CHUNK_CRC_BYTES;
+    // Batches reach the hash in order: each is handed over once the one before it was.
+    const before = this.#handedOver;
+    let handedOver!: () => void;
+    let notHanded!: (err: unknown) => void;
+    const mine = new Promise<void>((resolve, reject) => {
+      handedOver = resolve;
+      notHanded = reject;
+    });
+    mine.catch(() => undefined);
+    this.#handedOver = mine;
+    // On the thread's path the file is read into a shared buffer that the thread hashes while the
+    // consumer gets a copy (the consumer owns what it is given; the shared buffer is reused).
+    let slot: Uint8Array | null = null;
+    let handed = false;
+    try {
+      slot = this.#hash.onThread ? await this.#takeSlot() : null;
+      const read = slot === null ? new Uint8Array(bytes) : slot.subarray(0, bytes);
+      await this.#readExactly(read, position);
+      const frames = slot === null ? read : copyOf(read);
+      this.#checkChunks(frames, first, count, position);
+      await before;
+      if (this.#hashFailure !== null) throw this.#hashFailure.error; // fail fast, not at the end
+      const done = this.#hash.update(read, chunkBytes);
+      handedOver();
+      handed = true;
+      const held = slot;
+      const finished = done.then(
+        () => {
+          if (held !== null) this.#releaseSlot(held);
+        },
+        (err: unknown) => {
+          this.#hashFailure ??= { error: err };
+          if (held !== null) this.#releaseSlot(held);
+          throw err;
+        },
+      );
+      finished.catch(() => undefined); // a failure reaches the consumer at the last batch, or sooner
+      this.#hashing.add(finished);
+      void finished.then(
+        () => this.#hashing.delete(finished),
+        () => this.#hashing.delete(finished),
+      );
+      if (last) {
+        await finished;
+        await this.#checkDigest();
+      }
+      const chunks: Uint8Array[] = [];
+      let at = 0;
+      for (let i = 0; i < count; i++) {
+        const index = first + i;
+        const length = index === this.#chunks - 1 ? size - index * chunkBytes : chunkBytes;
+        chunks.push(frames.subarray(at, at + length));
+        at += length + CHUNK_CRC_BYTES;
+      }
+      return chunks;
+    } catch (err) {
+      if (!handed) {
+        notHanded(err);
+        if (slot !== null) this.#releaseSlot(slot);
+      }
+      throw err;
     }
-    return chunks;
   }
 
-  /** Reads `count` frames at `position` into a fresh buffer and checks each chunk's CRC. */
-  async #readChecked(first: number, count: number, bytes: number, position: number): Promise<Uint8Array> {
-    const { chunkBytes, size, salt } = this.#header;
-    const buffer = new Uint8Array(bytes);
+  /** A shared batch buffer for the hashing thread; waits for one when READ_AHEAD are in use. */
+  #takeSlot(): Promise<Uint8Array> {
+    const free = this.#freeSlots.pop();
+    if (free !== undefined) return Promise.resolve(free);
+    if (this.#slots < readTuning.readAhead + 1) {
+      this.#slots++;
+      return Promise.resolve(this.#buffers.take(this.#framesPerBatch * (this.#header.chunkBytes + CHUNK_CRC_BYTES)));
+    }
+    return new Promise((resolve) => this.#slotWaiters.push(resolve));
+  }
+
+  #releaseSlot(slot: Uint8Array): void {
+    const waiter = this.#slotWaiters.shift();
+    if (waiter !== undefined) waiter(slot);
+    else this.#freeSlots.push(slot);
+  }
+
+  /** Fills `into` from the file at `position`; CORRUPT when the file ends first. */
+  async #readExactly(into: Uint8Array, position: number): Promise<void> {
     let n: number;
     try {
-      n = await this.#handle.read(buffer, position);
+      n = await this.#handle.read(into, position);
     } catch (err) {
       throw fromIo(err, 'read payload', this.#file);
     }
-    if (n !== bytes) {
-      throw corrupt(`payload ${this.#digest}: file ends at ${position + n}, expected ${position + bytes}`, {
+    if (n !== into.length) {
+      throw corrupt(`payload ${this.#digest}: file ends at ${position + n}, expected ${position + into.length}`, {
         path: this.#file,
         digest: this.#digest,
       });
     }
-    const view = new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength);
+  }
+
+  /** Checks the CRC of each of the `count` frames in `frames` (read at `position`). */
+  #checkChunks(frames: Uint8Array, first: number, count: number, position: number): void {
+    const { chunkBytes, size, salt } = this.#header;
+    const view = new DataView(frames.buffer, frames.byteOffset, frames.byteLength);
     let at = 0;
     for (let i = 0; i < count; i++) {
       const index = first + i;
       const length = index === this.#chunks - 1 ? size - index * chunkBytes : chunkBytes;
-      if (view.getUint32(at + length, true) !== chunkCrc(salt, index, buffer.subarray(at, at + length))) {
+      if (view.getUint32(at + length, true) !== chunkCrc(salt, index, frames.subarray(at, at + length))) {
         throw corrupt(`payload ${this.#digest}: chunk ${index} fails its checksum`, {
           path: this.#file,
           digest: this.#digest,
@@ -208,6 +294,12 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
       }
       at += length + CHUNK_CRC_BYTES;
     }
-    return buffer;
   }
+}
+
+/** A copy of `bytes` in a fresh ArrayBuffer of its own (not zero-filled first: it is overwritten). */
+function copyOf(bytes: Uint8Array): Uint8Array {
+  const out = new Uint8Array(Buffer.allocUnsafeSlow(bytes.length).buffer, 0, bytes.length);
+  out.set(bytes);
+  return out;
 }

@@ -61,6 +61,7 @@ import {
   type BlobHeader,
 } from './format.js';
 import { KeyedMutex } from './mutex.js';
+import { BatchBuffers } from './buffers.js';
 import { BlobReader } from './read.js';
 import { writeFrames } from './write.js';
 
@@ -377,6 +378,8 @@ export class FsPayloadStore implements PayloadStore {
   /** `blobs/` and `refs/` synced (or being synced) since open. */
   readonly #kindSyncs = new Map<string, Promise<void>>();
   readonly #readers = new Set<BlobReader>();
+  /** Batch buffers shared by this store's puts and gets. */
+  readonly #buffers = new BatchBuffers();
   readonly #active = new Set<Promise<unknown>>();
   #gcTail: Promise<unknown> = Promise.resolve();
   #poison: unknown = null;
@@ -449,6 +452,7 @@ export class FsPayloadStore implements PayloadStore {
         salt,
         maxBytes,
         start: BLOB_HEADER_BYTES,
+        buffers: this.#buffers,
       });
       const hex = Buffer.from(sha256).toString('hex');
       const digest = DIGEST_PREFIX + hex;
@@ -514,7 +518,7 @@ export class FsPayloadStore implements PayloadStore {
     return this.#op(async () => {
       const opened = await this.#mutex.run(hex, () => this.#openBlob(hex));
       if (opened === null) throw notFound(`payload ${digest} is not stored`, { digest });
-      const reader = new BlobReader(opened.handle, opened.header, digest, this.#blobPath(hex), (r) => this.#readers.delete(r));
+      const reader = new BlobReader(opened.handle, opened.header, digest, this.#blobPath(hex), (r) => this.#readers.delete(r), this.#buffers);
       this.#readers.add(reader);
       return reader;
     });

@@ -21,6 +21,7 @@
 import { SeglogError, fromIo, invalid } from '../errors.js';
 import type { FileHandle } from '../fs/types.js';
 import { CHUNK_CRC_BYTES, chunkCrc } from './format.js';
+import { BatchBuffers } from './buffers.js';
 import { inlineHash, threadHash, type PayloadHash } from './hash.js';
 
 /** Payload bytes per batch (whole chunks, at least one): one write call each. */
@@ -39,6 +40,8 @@ export interface FrameWriteOptions {
   maxBytes: number;
   /** File position of the first frame. */
   start: number;
+  /** Where batch buffers come from and go back to (default: fresh ones). */
+  buffers?: BatchBuffers;
 }
 
 export interface FrameWriteResult {
@@ -62,8 +65,11 @@ export async function writeFrames(
   const frameBytes = chunkBytes + CHUNK_CRC_BYTES;
   const batchBytes = Math.max(1, Math.floor(tuning.batchBytes / chunkBytes)) * frameBytes;
   // Shared memory, so that the hashing thread reads a batch while the thread pool writes it.
-  const newBuffer = (): Uint8Array => new Uint8Array(new SharedArrayBuffer(batchBytes));
+  const pool = options.buffers ?? new BatchBuffers();
+  const newBuffer = (): Uint8Array => pool.take(batchBytes);
+  const taken: Uint8Array[] = [];
   let current = newBuffer();
+  taken.push(current);
   let buffers = 1;
   const free: Uint8Array[] = [];
   const inFlight: InFlight[] = [];
@@ -144,6 +150,7 @@ export async function writeFrames(
         if (reused !== undefined) current = reused;
         else if (buffers < tuning.maxBatches) {
           current = newBuffer();
+          taken.push(current);
           buffers++;
         } else {
           const oldest = inFlight.shift() as InFlight;
@@ -196,5 +203,8 @@ export async function writeFrames(
     await drain();
     (hash as PayloadHash | null)?.abandon();
     throw err;
+  } finally {
+    // Every write and hash has finished here (drained): no one reads the buffers any more.
+    for (const b of taken) pool.give(b);
   }
 }
