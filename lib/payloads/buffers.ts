@@ -37,3 +37,16 @@ export class BatchBuffers {
     return this.#idle.length;
   }
 }
+
+/** Below this many bytes a copy is made with `set` (a Buffer view per call would cost more). */
+const NATIVE_COPY_BYTES = 4096;
+
+/**
+ * Copies `source` into `target` at `at`. For shared memory this is several times faster than
+ * `target.set(source, at)`, which V8 makes byte-safe for concurrent readers (a relaxed copy, 2.5–4×
+ * slower than memcpy here): a Buffer's `fill` with a source as long as the range is one memcpy.
+ */
+export function copyInto(target: Uint8Array, at: number, source: Uint8Array): void {
+  if (source.length < NATIVE_COPY_BYTES) target.set(source, at);
+  else Buffer.from(target.buffer, target.byteOffset + at, source.length).fill(source);
+}

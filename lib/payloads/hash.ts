@@ -96,6 +96,7 @@ class HashThread {
   readonly #waiting = new Map<number, Waiter>();
   #nextId = 1;
   #stopped: SeglogError | null = null;
+  #terminating = false;
 
   constructor() {
     this.#worker = new Worker(new URL('./hash-worker.js', import.meta.url));
@@ -104,7 +105,7 @@ class HashThread {
       const waiter = this.#waiting.get(reply.id);
       if (waiter === undefined) return;
       this.#waiting.delete(reply.id);
-      if (this.#waiting.size === 0) this.#worker.unref();
+      if (this.#waiting.size === 0 && !this.#terminating) this.#worker.unref();
       waiter.resolve(reply);
     });
     this.#worker.on('error', (err) => this.#stop(err));
@@ -136,11 +137,14 @@ class HashThread {
     }
     const waiting = [...this.#waiting.values()];
     this.#waiting.clear();
-    this.#worker.unref();
+    if (!this.#terminating) this.#worker.unref();
     for (const w of waiting) w.reject(this.#stopped);
   }
 
+  /** Stops the thread; the process stays alive until it is gone (an unref'd worker would not). */
   terminate(): Promise<number> {
+    this.#terminating = true;
+    this.#worker.ref();
     return this.#worker.terminate();
   }
 }

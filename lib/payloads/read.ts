@@ -19,15 +19,15 @@
 import { closed, corrupt, fromIo } from '../errors.js';
 import type { FileHandle } from '../fs/types.js';
 import { BLOB_HEADER_BYTES, CHUNK_CRC_BYTES, chunkCount, chunkCrc, type BlobHeader } from './format.js';
-import { BatchBuffers } from './buffers.js';
+import { BatchBuffers, copyInto } from './buffers.js';
 import { inlineHash, threadHash, type PayloadHash } from './hash.js';
 
 /** Payload bytes per batch (whole chunks, at least one): one read call each. */
 const BATCH_PAYLOAD_BYTES = 1 << 20;
 /** Batches in the pipeline ahead of the consumer: being read, checked or hashed. */
 const READ_AHEAD = 3;
-// TEMPORARY tuning knobs for A/B runs.
-export const readTuning = { readAhead: READ_AHEAD, thread: true };
+/** Shared buffers of a reader on the thread's path: one per batch ahead, one being hashed. */
+const SHARED_BUFFERS = READ_AHEAD + 1;
 
 export class BlobReader implements AsyncIterableIterator<Uint8Array> {
   readonly #handle: FileHandle;
@@ -79,7 +79,7 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     this.#framesPerBatch = Math.max(1, Math.floor(BATCH_PAYLOAD_BYTES / header.chunkBytes));
     this.#chunks = chunkCount(header.size, header.chunkBytes);
     // A payload of one batch is hashed here: a hand-off to the thread costs more than it saves.
-    this.#hash = this.#chunks > this.#framesPerBatch && readTuning.thread ? threadHash() : inlineHash();
+    this.#hash = this.#chunks > this.#framesPerBatch ? threadHash() : inlineHash();
   }
 
   /** The stream is its own iterator: one pass only (a second `for await` sees where the first stopped). */
@@ -152,7 +152,7 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
 
   /** Issues batches until READ_AHEAD are in the pipeline or none is left. */
   #fill(): void {
-    while (!this.#finished && this.#queue.length < readTuning.readAhead && this.#nextChunk < this.#chunks) {
+    while (!this.#finished && this.#queue.length < READ_AHEAD && this.#nextChunk < this.#chunks) {
       const batch = this.#batch();
       batch.catch(() => undefined); // observed when the consumer gets there
       this.#running.add(batch);
@@ -247,7 +247,7 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
   #takeSlot(): Promise<Uint8Array> {
     const free = this.#freeSlots.pop();
     if (free !== undefined) return Promise.resolve(free);
-    if (this.#slots < readTuning.readAhead + 1) {
+    if (this.#slots < SHARED_BUFFERS) {
       this.#slots++;
       return Promise.resolve(this.#buffers.take(this.#framesPerBatch * (this.#header.chunkBytes + CHUNK_CRC_BYTES)));
     }
@@ -300,6 +300,6 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
 /** A copy of `bytes` in a fresh ArrayBuffer of its own (not zero-filled first: it is overwritten). */
 function copyOf(bytes: Uint8Array): Uint8Array {
   const out = new Uint8Array(Buffer.allocUnsafeSlow(bytes.length).buffer, 0, bytes.length);
-  out.set(bytes);
+  copyInto(out, 0, bytes);
   return out;
 }

@@ -3,7 +3,7 @@
 // Owns: `writeFrames`, which consumes a body (any AsyncIterable of Uint8Array, a Node Readable
 // included), cuts it into chunks of `chunkBytes`, appends each chunk's CRC32 (format.ts), writes
 // the frames at increasing positions, and answers the body's SHA-256. The work is a pipeline of
-// batches of about 1 MiB of whole frames: while the event loop copies and checksums batch N+1,
+// batches of 1 MiB of payload (whole frames): while the event loop copies and checksums batch N+1,
 // batch N is written by the thread pool and hashed by the hashing thread (hash.ts; a body that
 // fits one batch is hashed on the event loop, where that is faster), and every EARLY_SYNC_BYTES
 // an fdatasync of the file runs meanwhile, so that the disk is already writing while the rest
@@ -21,7 +21,7 @@
 import { SeglogError, fromIo, invalid } from '../errors.js';
 import type { FileHandle } from '../fs/types.js';
 import { CHUNK_CRC_BYTES, chunkCrc } from './format.js';
-import { BatchBuffers } from './buffers.js';
+import { BatchBuffers, copyInto } from './buffers.js';
 import { inlineHash, threadHash, type PayloadHash } from './hash.js';
 
 /** Payload bytes per batch (whole chunks, at least one): one write call each. */
@@ -30,8 +30,6 @@ export const BATCH_PAYLOAD_BYTES = 1 << 20;
 const MAX_BATCHES = 4;
 /** Bytes written between the fdatasyncs that start the disk's write-back early (one at a time). */
 export const EARLY_SYNC_BYTES = 4 << 20;
-// TEMPORARY tuning knobs for A/B runs.
-export const tuning = { earlySync: EARLY_SYNC_BYTES, thread: true, maxBatches: MAX_BATCHES, batchBytes: BATCH_PAYLOAD_BYTES };
 
 export interface FrameWriteOptions {
   chunkBytes: number;
@@ -63,7 +61,7 @@ export async function writeFrames(
 ): Promise<FrameWriteResult> {
   const { chunkBytes, salt, maxBytes } = options;
   const frameBytes = chunkBytes + CHUNK_CRC_BYTES;
-  const batchBytes = Math.max(1, Math.floor(tuning.batchBytes / chunkBytes)) * frameBytes;
+  const batchBytes = Math.max(1, Math.floor(BATCH_PAYLOAD_BYTES / chunkBytes)) * frameBytes;
   // Shared memory, so that the hashing thread reads a batch while the thread pool writes it.
   const pool = options.buffers ?? new BatchBuffers();
   const newBuffer = (): Uint8Array => pool.take(batchBytes);
@@ -99,7 +97,7 @@ export async function writeFrames(
   // After a write landed: start the disk on what is written so far, unless a sync is running.
   const maybeSyncEarly = (written: number): void => {
     unsynced += written;
-    if (tuning.earlySync === 0 || unsynced < tuning.earlySync || earlySync !== null) return;
+    if (unsynced < EARLY_SYNC_BYTES || earlySync !== null) return;
     unsynced = 0;
     earlySync = handle.datasync().then(
       () => {
@@ -115,7 +113,7 @@ export async function writeFrames(
   const flush = async (last: boolean): Promise<void> => {
     if (fill > 0) {
       // A body that fits one batch is hashed here: a hand-off to the thread costs more.
-      if (hash === null) hash = (last && position === options.start) || !tuning.thread ? inlineHash() : threadHash();
+      if (hash === null) hash = last && position === options.start ? inlineHash() : threadHash();
       const frames = current.subarray(0, fill);
       const at = position;
       const write = async (): Promise<void> => {
@@ -148,7 +146,7 @@ export async function writeFrames(
       if (!last) {
         const reused = free.pop();
         if (reused !== undefined) current = reused;
-        else if (buffers < tuning.maxBatches) {
+        else if (buffers < MAX_BATCHES) {
           current = newBuffer();
           taken.push(current);
           buffers++;
@@ -183,14 +181,14 @@ export async function writeFrames(
       size += piece.length;
       let at = 0;
       while (at < piece.length) {
+        // A full batch is handed on only when more bytes come: a body of exactly one batch then
+        // ends with it in hand, and is hashed here rather than on the thread.
+        if (fill === batchBytes) await flush(false);
         const n = Math.min(chunkBytes - chunkFill, piece.length - at);
-        current.set(piece.subarray(at, at + n), fill + chunkFill);
+        copyInto(current, fill + chunkFill, piece.subarray(at, at + n));
         chunkFill += n;
         at += n;
-        if (chunkFill === chunkBytes) {
-          sealChunk();
-          if (fill === batchBytes) await flush(false);
-        }
+        if (chunkFill === chunkBytes) sealChunk();
       }
     }
     if (chunkFill > 0) sealChunk();
