@@ -108,7 +108,7 @@ export function storesConfig(root: string, quick: boolean, rounds: number, overr
         payloadBytes: 16 * MIB,
         largePayloadBytes: 33 * MIB,
         payloadConcurrency: [4, 16],
-        concurrentBytesPerRun: 512 * MIB,
+        concurrentBytesPerRun: 256 * MIB,
         bigPayloadBytes: 1024 * MIB,
         snapshotBytes: 1024 * MIB,
         childRuns: 5,

@@ -1,7 +1,7 @@
 // Streaming a payload out of its blob file, verifying as it goes.
 //
 // Owns: `BlobReader`, the AsyncIterableIterator that `get` answers. The work is a pipeline of
-// batches of about 1 MiB of whole frames, READ_AHEAD of them ahead of the consumer: while the
+// batches of 1 MiB of payload (whole frames), READ_AHEAD of them ahead of the consumer: while the
 // consumer works on batch N, batch N+1 is hashed (on the hashing thread, hash.ts, for a payload
 // of more than one batch; on the event loop for a smaller one, where that is faster), batch N+2
 // has its CRCs checked on the event loop and batch N+3 is read by the thread pool. Guarantees:
@@ -10,8 +10,10 @@
 //   SHA-256 of the whole payload has matched the digest: a damaged chunk ends the stream with
 //   CORRUPT before any of its bytes are served, and every chunk before it is served. (Damage that
 //   a CRC32 misses, about 1 in 2^32 for random damage, is caught by the SHA-256 at the end.)
-// - Bounded memory: at most READ_AHEAD batches besides the one being consumed; yielded chunks are
-//   views of a fresh buffer per batch, never reused (they belong to the consumer).
+// - Bounded memory: at most READ_AHEAD batches besides the one being consumed, and on the thread's
+//   path SHARED_BUFFERS shared buffers (from the store's BatchBuffers) that the file is read into
+//   and the thread hashes; yielded chunks are views of a fresh buffer per batch (a copy of the
+//   shared one), never reused and never kept here (they belong to the consumer).
 // - The file stays open from `get` to the end of the stream, so a garbage collection that
 //   unlinks the name meanwhile does not disturb it; `return()` (a `break` out of `for await`),
 //   an error, or the store's `close()` closes it. A read is never in flight when the handle closes.
@@ -195,6 +197,7 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     let handed = false;
     try {
       slot = this.#hash.onThread ? await this.#takeSlot() : null;
+      if (this.#finished) throw closed('payload stream'); // closed while it waited: nothing to read for
       const read = slot === null ? new Uint8Array(bytes) : slot.subarray(0, bytes);
       await this.#readExactly(read, position);
       const frames = slot === null ? read : copyOf(read);
