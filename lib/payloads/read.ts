@@ -31,6 +31,21 @@ const READ_AHEAD = 3;
 /** Shared buffers of a reader on the thread's path: one per batch ahead, one being hashed. */
 const SHARED_BUFFERS = READ_AHEAD + 1;
 
+/** A batch read (and handed to the hash), not yet taken by the consumer. */
+interface ReadBatch {
+  first: number;
+  count: number;
+  position: number;
+  last: boolean;
+  /** The frames as read: a fresh buffer, or (`shared`) a view of a shared one. */
+  frames: Uint8Array;
+  shared: boolean;
+  /** Call once the consumer's copy of a shared buffer is made. */
+  copied: () => void;
+  /** Settles when the batch has been hashed. */
+  hashed: Promise<void>;
+}
+
 export class BlobReader implements AsyncIterableIterator<Uint8Array> {
   readonly #handle: FileHandle;
   readonly #buffers: BatchBuffers;
@@ -45,7 +60,7 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
   #nextChunk = 0;
   #position = BLOB_HEADER_BYTES;
   /** Batches issued and not yet taken by the consumer, in order. */
-  readonly #queue: Promise<Uint8Array[]>[] = [];
+  readonly #queue: Promise<ReadBatch>[] = [];
   /** Every batch issued and not yet settled (close waits for them). */
   readonly #running = new Set<Promise<unknown>>();
   /** Resolves when the last issued batch was handed to the hash (rejects if it never will be). */
@@ -104,9 +119,9 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
         return { value: undefined, done: true };
       }
       this.#fill();
-      const batch = await (this.#queue.shift() as Promise<Uint8Array[]>);
+      const batch = await (this.#queue.shift() as Promise<ReadBatch>);
       this.#fill();
-      this.#ready = batch;
+      this.#ready = await this.#deliver(batch);
       this.#readyAt = 0;
       return this.next();
     } catch (err) {
@@ -167,11 +182,10 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
   }
 
   /**
-   * Reads the next batch of frames and checks each chunk's CRC; hands it to the hash after the
-   * batches before it; for the last batch waits for the hash and checks the digest. Answers the
-   * batch's chunks: views of a fresh buffer that nothing here keeps.
+   * Reads the next batch of frames and hands it to the hash after the batches before it. Answers
+   * the batch as read (its CRCs are checked by #deliver, on the bytes handed out).
    */
-  async #batch(): Promise<Uint8Array[]> {
+  async #batch(): Promise<ReadBatch> {
     const { chunkBytes, size } = this.#header;
     const first = this.#nextChunk;
     const count = Math.min(this.#framesPerBatch, this.#chunks - first);
@@ -191,52 +205,41 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     });
     mine.catch(() => undefined);
     this.#handedOver = mine;
-    // On the thread's path the file is read into a shared buffer that the thread hashes while the
-    // consumer gets a copy (the consumer owns what it is given; the shared buffer is reused).
+    // On the thread's path the file is read into a shared buffer that the thread hashes; the
+    // consumer gets a copy made when it takes the batch (so that the fresh buffer lives only as
+    // long as the consumer holds it). The shared buffer goes back once both are done with it.
     let slot: Uint8Array | null = null;
     let handed = false;
     try {
       slot = this.#hash.onThread ? await this.#takeSlot() : null;
       if (this.#finished) throw closed('payload stream'); // closed while it waited: nothing to read for
-      const read = slot === null ? new Uint8Array(bytes) : slot.subarray(0, bytes);
-      await this.#readExactly(read, position);
-      const frames = slot === null ? read : copyOf(read);
-      this.#checkChunks(frames, first, count, position);
+      const frames = slot === null ? new Uint8Array(bytes) : slot.subarray(0, bytes);
+      await this.#readExactly(frames, position);
       await before;
       if (this.#hashFailure !== null) throw this.#hashFailure.error; // fail fast, not at the end
-      const done = this.#hash.update(read, chunkBytes);
+      const done = this.#hash.update(frames, chunkBytes);
       handedOver();
       handed = true;
       const held = slot;
-      const finished = done.then(
-        () => {
-          if (held !== null) this.#releaseSlot(held);
-        },
+      let holds = 2; // the hash, and the copy for the consumer
+      const letGo = (): void => {
+        if (--holds === 0 && held !== null) this.#releaseSlot(held);
+      };
+      const hashed = done.then(
+        () => letGo(),
         (err: unknown) => {
           this.#hashFailure ??= { error: err };
-          if (held !== null) this.#releaseSlot(held);
+          letGo();
           throw err;
         },
       );
-      finished.catch(() => undefined); // a failure reaches the consumer at the last batch, or sooner
-      this.#hashing.add(finished);
-      void finished.then(
-        () => this.#hashing.delete(finished),
-        () => this.#hashing.delete(finished),
+      hashed.catch(() => undefined); // a failure reaches the consumer at the last batch, or sooner
+      this.#hashing.add(hashed);
+      void hashed.then(
+        () => this.#hashing.delete(hashed),
+        () => this.#hashing.delete(hashed),
       );
-      if (last) {
-        await finished;
-        await this.#checkDigest();
-      }
-      const chunks: Uint8Array[] = [];
-      let at = 0;
-      for (let i = 0; i < count; i++) {
-        const index = first + i;
-        const length = index === this.#chunks - 1 ? size - index * chunkBytes : chunkBytes;
-        chunks.push(frames.subarray(at, at + length));
-        at += length + CHUNK_CRC_BYTES;
-      }
-      return chunks;
+      return { first, count, position, last, frames, shared: held !== null, copied: letGo, hashed };
     } catch (err) {
       if (!handed) {
         notHanded(err);
@@ -244,6 +247,33 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
       }
       throw err;
     }
+  }
+
+  /**
+   * The consumer's chunks of a batch: a fresh copy (on the thread's path), its CRCs checked, and
+   * for the last batch the digest checked once every batch has been hashed.
+   */
+  async #deliver(b: ReadBatch): Promise<Uint8Array[]> {
+    const { chunkBytes, size } = this.#header;
+    let frames = b.frames;
+    if (b.shared) {
+      frames = copyOf(b.frames);
+      b.copied();
+    }
+    this.#checkChunks(frames, b.first, b.count, b.position);
+    if (b.last) {
+      await b.hashed;
+      await this.#checkDigest();
+    }
+    const chunks: Uint8Array[] = [];
+    let at = 0;
+    for (let i = 0; i < b.count; i++) {
+      const index = b.first + i;
+      const length = index === this.#chunks - 1 ? size - index * chunkBytes : chunkBytes;
+      chunks.push(frames.subarray(at, at + length));
+      at += length + CHUNK_CRC_BYTES;
+    }
+    return chunks;
   }
 
   /** A shared batch buffer for the hashing thread; waits for one when READ_AHEAD are in use. */
