@@ -108,7 +108,7 @@ export function storesConfig(root: string, quick: boolean, rounds: number, overr
         payloadBytes: 16 * MIB,
         largePayloadBytes: 33 * MIB,
         payloadConcurrency: [4, 16],
-        concurrentBytesPerRun: 256 * MIB,
+        concurrentBytesPerRun: 128 * MIB,
         bigPayloadBytes: 1024 * MIB,
         snapshotBytes: 1024 * MIB,
         childRuns: 5,
@@ -590,6 +590,8 @@ export function payloadGetSection(cfg: StoresConfig, seglog: SeglogStores, large
   const id = large ? 'payload-get-large' : 'payload-get';
   const bytes = large ? cfg.largePayloadBytes : cfg.payloadBytes;
   const dir = path.join(cfg.root, id);
+  // Reads are cheap to repeat: twice the put's byte cap per run.
+  const budget = payloadBudget(bytes, 1, 2 * cfg.maxBytesPerRun);
   return {
     id,
     title: `Payload get, ${formatBytes(bytes)} payloads`,
@@ -598,8 +600,8 @@ export function payloadGetSection(cfg: StoresConfig, seglog: SeglogStores, large
       'chunk (and the digest before the last one). The baseline reads a file of the same size with 1 MiB reads, each into a new buffer. Both are served from ' +
       'the page cache (written moments before).',
     variants: [
-      rawReadVariant({ id: 'raw-read', dir: path.join(dir, 'raw'), bytes }),
-      getVariant({ id: 'get/seglog', dir: path.join(dir, 'seglog'), bytes, open: seglog.payloads.open }),
+      rawReadVariant({ id: 'raw-read', dir: path.join(dir, 'raw'), bytes, budget }),
+      getVariant({ id: 'get/seglog', dir: path.join(dir, 'seglog'), bytes, budget, open: seglog.payloads.open }),
     ],
     baseline: 'raw-read',
     rounds: cfg.rounds,

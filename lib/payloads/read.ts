@@ -2,9 +2,11 @@
 //
 // Owns: `BlobReader`, the AsyncIterableIterator that `get` answers. The work is a pipeline of
 // batches of 1 MiB of payload (whole frames), READ_AHEAD of them ahead of the consumer: while the
-// consumer works on batch N, batch N+1 is hashed (on the hashing thread, hash.ts, for a payload
-// of more than one batch; on the event loop for a smaller one, where that is faster), batch N+2
-// has its CRCs checked on the event loop and batch N+3 is read by the thread pool. Guarantees:
+// consumer works on batch N, the batches after it are read by the thread pool and hashed in order
+// (on the hashing thread, hash.ts, for a payload of more than one batch; on the event loop for a
+// smaller one, where that is faster); when the consumer takes a batch, its CRCs are checked on the
+// event loop (on the thread's path in a fresh copy of the shared buffer it was read into).
+// Guarantees:
 // - No chunk is yielded before its CRC32 (seeded with the blob's salt and the chunk's index,
 //   format.ts) has checked, and the batch holding the last chunk is yielded only after the
 //   SHA-256 of the whole payload has matched the digest: a damaged chunk ends the stream with
