@@ -18,7 +18,7 @@ import path from 'node:path';
 import { CommitBatch } from '../../lib/host/batch.js';
 import type { HostStore, ScopeRef } from '../../lib/host/types.js';
 import type { Progress } from '../harness/progress.js';
-import { bytesToMiB, checkTarget, measurement, ratioToBest, type Measurement, type SectionResult, type TargetCheck } from '../harness/report.js';
+import { bytesToMiB, checkTarget, measurement, ratioToBaseline, ratioToBest, type Measurement, type SectionResult, type TargetCheck } from '../harness/report.js';
 import { plannedMs, roundOrder, runSection, type SectionPlan, type Variant } from '../harness/runner.js';
 import { formatBytes, MIB } from '../harness/stats.js';
 import { sideBySide, type StoreImplementation } from '../harness/store-workload.js';
@@ -29,7 +29,7 @@ import { runChild, type ChildTask, type HostOpenResult, type PayloadRssResult, t
 import { snapshotRssGrowth, type SnapshotRssResult } from './snapshot-bench.js';
 import { pgHostSection, type BenchPostgres } from './host-pg.js';
 import { IMPL_LABEL, type Available, type ImplName } from './impls.js';
-import { getVariant, putVariant, rawReadVariant, rawWriteFsyncVariant } from './payload-bench.js';
+import { getVariant, payloadBudget, putVariant, rawReadVariant, rawWriteFsyncVariant } from './payload-bench.js';
 import type { SeglogStores } from './seglog.js';
 import { appendDurably, hostCommitWorkload, normalEntry, raftAppendWorkload, type RaftNodeHandle } from './workloads.js';
 
@@ -48,7 +48,13 @@ export interface StoresConfig {
   logBytes: number;
   /** Size of one payload in the put/get sections. */
   payloadBytes: number;
-  /** Size of the payload whose RSS growth is measured (the target is stated for 1 GiB). */
+  /** Size of the payload of the large put/get sections (the seed's ordinary case is 33 MB). */
+  largePayloadBytes: number;
+  /** Workers at once in the concurrent payload sections (besides one). */
+  payloadConcurrency: readonly number[];
+  /** Bytes one run of a concurrent payload variant may move. */
+  concurrentBytesPerRun: number;
+  /** Size of the payload whose RSS growth is measured (the memory target is judged at 1 GiB). */
   bigPayloadBytes: number;
   /** Value bytes of the Raft state whose snapshot's RSS growth is measured (the target is stated for 1 GiB). */
   snapshotBytes: number;
@@ -82,6 +88,9 @@ export function storesConfig(root: string, quick: boolean, rounds: number, overr
         realmScopes: 1000,
         logBytes: 32 * MIB,
         payloadBytes: 4 * MIB,
+        largePayloadBytes: 8 * MIB,
+        payloadConcurrency: [4, 16],
+        concurrentBytesPerRun: 32 * MIB,
         bigPayloadBytes: 32 * MIB,
         snapshotBytes: 32 * MIB,
         childRuns: 5,
@@ -98,6 +107,9 @@ export function storesConfig(root: string, quick: boolean, rounds: number, overr
         realmScopes: 10_000,
         logBytes: 1024 * MIB,
         payloadBytes: 16 * MIB,
+        largePayloadBytes: 33 * MIB,
+        payloadConcurrency: [4, 16],
+        concurrentBytesPerRun: 128 * MIB,
         bigPayloadBytes: 1024 * MIB,
         snapshotBytes: 1024 * MIB,
         childRuns: 5,
@@ -551,19 +563,23 @@ function snapshotPlannedMs(cfg: StoresConfig): number {
 
 // ---- payloads ----
 
-export function payloadPutSection(cfg: StoresConfig, seglog: SeglogStores): SectionPlan | null {
+/** `put` beside raw write + fsync of the same bytes, one at a time. */
+export function payloadPutSection(cfg: StoresConfig, seglog: SeglogStores, large = false): SectionPlan | null {
   if (!seglog.payloads.ok) return null;
-  const dir = path.join(cfg.root, 'payload-put');
+  const id = large ? 'payload-put-large' : 'payload-put';
+  const bytes = large ? cfg.largePayloadBytes : cfg.payloadBytes;
+  const dir = path.join(cfg.root, id);
+  const budget = payloadBudget(bytes, 1, cfg.maxBytesPerRun);
   return {
-    id: 'payload-put',
-    title: `Payload put, ${formatBytes(cfg.payloadBytes)} payloads`,
+    id,
+    title: `Payload put, ${formatBytes(bytes)} payloads`,
     description:
-      `One writer. seglog's \`put\` streams a generated ${formatBytes(cfg.payloadBytes)} body in 1 MiB chunks and resolves ` +
-      'once the payload is durable (hashed, written to a temporary file, synced, renamed, directory synced). The ' +
+      `One writer. seglog's \`put\` streams a generated ${formatBytes(bytes)} body in 1 MiB chunks and resolves ` +
+      'once the payload is durable (framed, hashed, written to a temporary file, synced, linked under its digest, directory synced). The ' +
       'baseline writes the same bytes to a new file with 1 MiB writes and fsyncs it. Each run starts with an empty store.',
     variants: [
-      rawWriteFsyncVariant({ id: 'raw-write-fsync', dir: path.join(dir, 'raw'), bytes: cfg.payloadBytes, maxBytesPerRun: cfg.maxBytesPerRun }),
-      putVariant({ id: 'put/seglog', dir: path.join(dir, 'seglog'), bytes: cfg.payloadBytes, maxBytesPerRun: cfg.maxBytesPerRun, open: seglog.payloads.open }),
+      rawWriteFsyncVariant({ id: 'raw-write-fsync', dir: path.join(dir, 'raw'), bytes, budget }),
+      putVariant({ id: 'put/seglog', dir: path.join(dir, 'seglog'), bytes, budget, open: seglog.payloads.open }),
     ],
     baseline: 'raw-write-fsync',
     rounds: cfg.rounds,
@@ -573,19 +589,24 @@ export function payloadPutSection(cfg: StoresConfig, seglog: SeglogStores): Sect
   };
 }
 
-export function payloadGetSection(cfg: StoresConfig, seglog: SeglogStores): SectionPlan | null {
+/** `get` beside a raw read of a file of the same size, one at a time. */
+export function payloadGetSection(cfg: StoresConfig, seglog: SeglogStores, large = false): SectionPlan | null {
   if (!seglog.payloads.ok) return null;
-  const dir = path.join(cfg.root, 'payload-get');
+  const id = large ? 'payload-get-large' : 'payload-get';
+  const bytes = large ? cfg.largePayloadBytes : cfg.payloadBytes;
+  const dir = path.join(cfg.root, id);
+  // Reads are cheap to repeat: twice the put's byte cap per run.
+  const budget = payloadBudget(bytes, 1, 2 * cfg.maxBytesPerRun);
   return {
-    id: 'payload-get',
-    title: `Payload get, ${formatBytes(cfg.payloadBytes)} payloads`,
+    id,
+    title: `Payload get, ${formatBytes(bytes)} payloads`,
     description:
-      `One reader. seglog's \`get\` streams a stored ${formatBytes(cfg.payloadBytes)} payload to its end, verifying each ` +
-      'chunk. The baseline reads a file of the same size with 1 MiB reads, each into a new buffer. Both are served from ' +
+      `One reader. seglog's \`get\` streams a stored ${formatBytes(bytes)} payload to its end, verifying each ` +
+      'chunk (and the digest before the last one). The baseline reads a file of the same size with 1 MiB reads, each into a new buffer. Both are served from ' +
       'the page cache (written moments before).',
     variants: [
-      rawReadVariant({ id: 'raw-read', dir: path.join(dir, 'raw'), bytes: cfg.payloadBytes }),
-      getVariant({ id: 'get/seglog', dir: path.join(dir, 'seglog'), bytes: cfg.payloadBytes, open: seglog.payloads.open }),
+      rawReadVariant({ id: 'raw-read', dir: path.join(dir, 'raw'), bytes, budget }),
+      getVariant({ id: 'get/seglog', dir: path.join(dir, 'seglog'), bytes, budget, open: seglog.payloads.open }),
     ],
     baseline: 'raw-read',
     rounds: cfg.rounds,
@@ -593,6 +614,86 @@ export function payloadGetSection(cfg: StoresConfig, seglog: SeglogStores): Sect
     slices: cfg.slices,
     budget: cfg.budget,
   };
+}
+
+/** The concurrent payload sections: which operation, at which payload size. */
+export interface ConcurrentPayloadSection {
+  id: string;
+  op: 'put' | 'get';
+  bytes: number;
+}
+
+export function concurrentPayloadSections(cfg: StoresConfig): ConcurrentPayloadSection[] {
+  return [
+    { id: 'payload-put-concurrent-1mib', op: 'put', bytes: MIB },
+    { id: 'payload-put-concurrent', op: 'put', bytes: cfg.payloadBytes },
+    { id: 'payload-get-concurrent-1mib', op: 'get', bytes: MIB },
+    { id: 'payload-get-concurrent', op: 'get', bytes: cfg.payloadBytes },
+  ];
+}
+
+/** Variant ids of a concurrent payload section. */
+export function concurrentVariantId(kind: 'raw' | 'seglog', op: 'put' | 'get', concurrency: number): string {
+  return kind === 'raw' ? `raw-${op === 'put' ? 'write-fsync' : 'read'}-x${concurrency}` : `${op}-x${concurrency}/seglog`;
+}
+
+/**
+ * `put` (or `get`) one at a time and N at once, each beside raw I/O at the same concurrency.
+ * Ratios are to one seglog operation at a time: how the store scales with concurrent callers.
+ */
+export function concurrentPayloadSection(cfg: StoresConfig, seglog: SeglogStores, which: ConcurrentPayloadSection): SectionPlan | null {
+  if (!seglog.payloads.ok) return null;
+  const open = seglog.payloads.open;
+  const { id, op, bytes } = which;
+  const dir = path.join(cfg.root, id);
+  const variants: Variant[] = [];
+  for (const concurrency of [1, ...cfg.payloadConcurrency]) {
+    const budget = payloadBudget(bytes, concurrency, cfg.concurrentBytesPerRun);
+    const rawId = concurrentVariantId('raw', op, concurrency);
+    const ownId = concurrentVariantId('seglog', op, concurrency);
+    const o = { bytes, concurrency, budget };
+    variants.push(
+      op === 'put'
+        ? rawWriteFsyncVariant({ ...o, id: rawId, dir: path.join(dir, rawId) })
+        : rawReadVariant({ ...o, id: rawId, dir: path.join(dir, rawId) }),
+      op === 'put'
+        ? putVariant({ ...o, id: ownId, dir: path.join(dir, 'seglog', String(concurrency)), open })
+        : getVariant({ ...o, id: ownId, dir: path.join(dir, 'seglog', String(concurrency)), open }),
+    );
+  }
+  const atOnce = cfg.payloadConcurrency.join(' and ');
+  return {
+    id,
+    title: `Payload ${op}, ${formatBytes(bytes)} payloads, one and ${atOnce} at once`,
+    description:
+      (op === 'put'
+        ? `N workers each put generated ${formatBytes(bytes)} bodies back to back (every put a new payload, durable when it resolves); ` +
+          'raw: N workers each write the same bytes to a new file with 1 MiB writes and fsync it. Each run starts with an empty store.'
+        : `N workers each get their own stored ${formatBytes(bytes)} payload, streamed to its end and verified, back to back; ` +
+          'raw: N workers each read their own file of the same size with 1 MiB reads into new buffers. Both from the page cache.') +
+      ` MiB/s counts every worker's bytes. Ratios are to seglog's ${op} one at a time (how it scales with callers at once); ` +
+      'the notes give each row of seglog against raw at the same concurrency, paired by round.',
+    variants,
+    baseline: concurrentVariantId('seglog', op, 1),
+    rounds: cfg.rounds,
+    warmupRounds: cfg.warmupRounds,
+    // Whole runs: a slice must still hold at least two operations per worker.
+    slices: 1,
+    budget: cfg.budget,
+  };
+}
+
+/** The notes of a concurrent payload section: seglog against raw at each concurrency, paired by round. */
+export function concurrentPayloadNotes(section: SectionResult, cfg: StoresConfig, op: 'put' | 'get'): string[] {
+  const out: string[] = [];
+  for (const concurrency of [1, ...cfg.payloadConcurrency]) {
+    const own = section.variants.find((v) => v.id === concurrentVariantId('seglog', op, concurrency));
+    const base = section.variants.find((v) => v.id === concurrentVariantId('raw', op, concurrency));
+    if (own === undefined || base === undefined) continue;
+    const r = ratioToBaseline(own.runs, base.runs);
+    out.push(`${op}, ${concurrency === 1 ? 'one at a time' : `${concurrency} at once`}, against raw at the same concurrency: ${r.median.toFixed(2)}× (${r.min.toFixed(2)}–${r.max.toFixed(2)}).`);
+  }
+  return out;
 }
 
 export async function payloadRssSection(cfg: StoresConfig, seglog: SeglogStores, progress?: Progress): Promise<SectionResult | null> {
@@ -654,7 +755,7 @@ function measured(sections: readonly SectionResult[], sectionId: string, id: str
 /** Every target of the host, Raft and payload stores, judged from this run (null, with the reason, where not measured). */
 export function collectStoreTargets(
   sections: readonly SectionResult[],
-  cfg: Pick<StoresConfig, 'realmScopes' | 'bigPayloadBytes' | 'snapshotBytes'>,
+  cfg: Pick<StoresConfig, 'realmScopes' | 'bigPayloadBytes' | 'snapshotBytes' | 'payloadBytes' | 'largePayloadBytes'>,
   why: { host: string | null; raft: string | null; payloads: string | null; peers: string | null; pg?: string | null },
 ): TargetCheck[] {
   const notMeasured = (w: string | null, fallback: string): string => w ?? fallback;
@@ -787,6 +888,62 @@ export function collectStoreTargets(
       },
       rssJudged,
     ),
+    ...payloadSpeedTargets(sections, cfg, notMeasured(why.payloads, 'not measured')),
+  ];
+}
+
+/**
+ * The payload store's speed against raw I/O (put and get at 16 MiB and at the seed's 33 MB case)
+ * and how puts scale with callers at once; judged only at those sizes.
+ */
+function payloadSpeedTargets(sections: readonly SectionResult[], cfg: Pick<StoresConfig, 'payloadBytes' | 'largePayloadBytes'>, why: string): TargetCheck[] {
+  const vsRaw = (sectionId: string, variantId: string, what: string, bytes: number, wanted: number, rawLabel: string): TargetCheck => {
+    const v = variant(sections, sectionId, variantId);
+    const judged = bytes >= wanted;
+    return checkTarget(
+      {
+        id: `${sectionId}-vs-raw`,
+        source: 'payload store',
+        description: `payloads: ${what} of ${formatBytes(wanted)}, as a ratio to ${rawLabel}`,
+        comparator: '>=',
+        threshold: 0.8,
+        unit: '× raw',
+        measured: v?.ratio?.recordsPerSec.median ?? null,
+        note:
+          v === undefined
+            ? why
+            : judged
+              ? `median of ratios paired by round (${(v.ratio?.recordsPerSec.min ?? 0).toFixed(2)}–${(v.ratio?.recordsPerSec.max ?? 0).toFixed(2)})`
+              : `measured with ${formatBytes(bytes)}, not ${formatBytes(wanted)}: not judged`,
+      },
+      judged,
+    );
+  };
+  const four = variant(sections, 'payload-put-concurrent', concurrentVariantId('seglog', 'put', 4));
+  const fourJudged = cfg.payloadBytes >= 16 * MIB;
+  return [
+    vsRaw('payload-put', 'put/seglog', 'put', cfg.payloadBytes, 16 * MIB, 'raw write + fsync of a new file'),
+    vsRaw('payload-put-large', 'put/seglog', 'put', cfg.largePayloadBytes, 33 * MIB, 'raw write + fsync of a new file'),
+    vsRaw('payload-get', 'get/seglog', 'get', cfg.payloadBytes, 16 * MIB, 'raw read of a file of the same size'),
+    vsRaw('payload-get-large', 'get/seglog', 'get', cfg.largePayloadBytes, 33 * MIB, 'raw read of a file of the same size'),
+    checkTarget(
+      {
+        id: 'payload-4-puts-vs-one',
+        source: 'payload store',
+        description: 'payloads: 4 puts of 16 MiB at once, MiB/s as a ratio to one put at a time',
+        comparator: '>=',
+        threshold: 1.5,
+        unit: '× one put',
+        measured: four?.ratio?.recordsPerSec.median ?? null,
+        note:
+          four === undefined
+            ? why
+            : fourJudged
+              ? `median of ratios paired by round (${(four.ratio?.recordsPerSec.min ?? 0).toFixed(2)}–${(four.ratio?.recordsPerSec.max ?? 0).toFixed(2)})`
+              : `measured with ${formatBytes(cfg.payloadBytes)}, not 16 MiB: not judged`,
+      },
+      fourJudged,
+    ),
   ];
 }
 
@@ -816,6 +973,18 @@ export interface StoresRun {
   notes: string[];
 }
 
+/** The one-at-a-time payload sections this run includes, in report order. */
+function payloadPlans(cfg: StoresConfig, seglog: SeglogStores): SectionPlan[] {
+  const run = (id: string): boolean => runsSection(cfg, id);
+  const plans = [
+    run('payload-put') ? payloadPutSection(cfg, seglog) : null,
+    run('payload-put-large') ? payloadPutSection(cfg, seglog, true) : null,
+    run('payload-get') ? payloadGetSection(cfg, seglog) : null,
+    run('payload-get-large') ? payloadGetSection(cfg, seglog, true) : null,
+  ];
+  return plans.filter((p): p is SectionPlan => p !== null);
+}
+
 /** Plans, runs and measures every section of `seglog bench stores`, in report order. */
 export async function runStores(cfg: StoresConfig, deps: StoresDeps, progress?: Progress): Promise<StoresRun> {
   const notes: string[] = [];
@@ -839,10 +1008,16 @@ export async function runStores(cfg: StoresConfig, deps: StoresDeps, progress?: 
   if (run('raft-1mib')) await timed(() => runSection(raftLargeSection(cfg, deps.raft), progress));
   if (run('raft-open') && deps.raft.available.length > 0) await timed(() => raftOpenSection(cfg, deps.raft, progress));
   if (run('raft-snapshot-rss')) await timed(() => raftSnapshotRssSection(cfg, deps.seglog, progress));
-  const put = run('payload-put') ? payloadPutSection(cfg, deps.seglog) : null;
-  const get = run('payload-get') ? payloadGetSection(cfg, deps.seglog) : null;
-  if (put !== null) await timed(() => runSection(put, progress));
-  if (get !== null) await timed(() => runSection(get, progress));
+  for (const plan of payloadPlans(cfg, deps.seglog)) await timed(() => runSection(plan, progress));
+  for (const which of concurrentPayloadSections(cfg)) {
+    const plan = run(which.id) ? concurrentPayloadSection(cfg, deps.seglog, which) : null;
+    if (plan === null) continue;
+    await timed(async () => {
+      const section = await runSection(plan, progress);
+      section.notes.push(...concurrentPayloadNotes(section, cfg, which.op));
+      return section;
+    });
+  }
   if (run('payload-rss')) await timed(() => payloadRssSection(cfg, deps.seglog, progress));
   if (cfg.only !== undefined) notes.push(`Only these sections ran (--only): ${cfg.only.join(', ')}.`);
   return { sections, notes };
@@ -856,10 +1031,11 @@ export function plannedStoresMs(cfg: StoresConfig, deps: StoresDeps): number {
   if (run('host-pg') && deps.pg && (!cfg.quick || cfg.only !== undefined)) plans.push(pgHostSection(cfg, deps.pg));
   if (run('raft-appends')) plans.push(raftAppendSection(cfg, deps.raft));
   if (run('raft-1mib')) plans.push(raftLargeSection(cfg, deps.raft));
-  const put = run('payload-put') ? payloadPutSection(cfg, deps.seglog) : null;
-  const get = run('payload-get') ? payloadGetSection(cfg, deps.seglog) : null;
-  if (put !== null) plans.push(put);
-  if (get !== null) plans.push(get);
+  plans.push(...payloadPlans(cfg, deps.seglog));
+  for (const which of concurrentPayloadSections(cfg)) {
+    const plan = run(which.id) ? concurrentPayloadSection(cfg, deps.seglog, which) : null;
+    if (plan !== null) plans.push(plan);
+  }
   const sectionsMs = plans.reduce((t, p) => t + plannedMs(p), 0);
   const buildsMs =
     (run('host-open') ? deps.host.available.length * (cfg.realmScopes * 0.2 + cfg.childRuns * 500) : 0) +
