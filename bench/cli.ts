@@ -1,6 +1,6 @@
 // `seglog bench ...`: the benchmark commands.
 //
-// Owns: argument parsing, the choice of sections per command, the targets the issues set, and the
+// Owns: its flag table, the choice of sections per command, the package's performance targets, and the
 // outputs (Markdown on stdout or --out, JSON with --json, an SVG chart with --svg). Guarantees:
 // - The measured filesystem is the one under --dir (default: the current directory, as
 //   pg_test_fsync does; os.tmpdir() is often tmpfs, where a sync costs nothing). Scratch files live
@@ -9,9 +9,8 @@
 // - Exit code 0 when the run completed (whether or not targets were met), 2 on bad usage,
 //   1 on a failure.
 
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import {
   durableLargeSection,
   durableSmallSection,
@@ -30,134 +29,84 @@ import { formatBytes, MIB } from './harness/stats.js';
 import { chartSeriesFromSection, renderChart } from './harness/svg.js';
 import { concurrencySection, metadataSection, syncMethodSections, writevSection, type SuiteConfig } from './raw.js';
 import { STORES_SECTION_IDS } from './stores/sections.js';
+import { formatColumns, formatFlags, parseOrExplain, synopsis, type FlagTable, type FlagValues } from '../lib/tools/cli.js';
+
+/**
+ * The flags of every `seglog bench` command, one entry each. EXTENSION POINT: a new flag is one
+ * entry here (its type and bounds are checked, its line of help is printed), read where it is
+ * used as `options['its-name']`; say in its help which commands read it.
+ */
+export const BENCH_FLAGS = {
+  dir: { type: 'string', value: 'D', help: 'measure the filesystem under D (default: the current directory)' },
+  quick: { type: 'boolean', help: 'short runs (under a minute); figures are indicative only' },
+  json: { type: 'boolean', help: 'print the report as JSON on stdout instead of Markdown' },
+  out: { type: 'string', value: 'FILE', help: 'also write the Markdown report to FILE' },
+  svg: { type: 'string', value: 'FILE', help: 'write the latency-against-throughput chart (SVG) to FILE' },
+  rounds: { type: 'integer', min: 5, help: 'measured rounds per section (default 5, at least 5)' },
+  'log-bytes': {
+    type: 'integer',
+    min: MIB,
+    help: 'size of the log whose open time is measured (default 1 GiB; quick: 64 MiB; stores, the Raft log opened cold: quick 32 MiB)',
+  },
+  in: { type: 'string', value: 'FILE', help: 'render: the saved JSON report to render again' },
+  into: {
+    type: 'string',
+    value: 'FILE',
+    help: "render: replace everything after the document's report marker line (a stores report: what lies between the two stores markers)",
+  },
+  scopes: { type: 'integer', min: 1, help: 'stores: scopes in the realm whose open is measured (default 10000; quick: 1000)' },
+  'payload-bytes': { type: 'integer', min: MIB, help: 'stores: the large payload whose memory is watched (default 1 GiB; quick: 32 MiB)' },
+  'snapshot-bytes': { type: 'integer', min: MIB, help: "stores: the Raft state whose snapshot's memory is watched (default 1 GiB; quick: 32 MiB)" },
+  only: {
+    type: 'list',
+    choices: STORES_SECTION_IDS,
+    help: `stores: run only these sections (comma-separated: ${STORES_SECTION_IDS.join(', ')}); the targets of the others read "not measured"`,
+  },
+} as const satisfies FlagTable;
+
+/** The commands of `seglog bench`, each with its line of help. */
+const BENCH_COMMANDS: readonly (readonly [string, string])[] = [
+  [
+    'fsync',
+    'what the filesystem under --dir costs (sync methods, sizes 512 B-1 MiB, writev batches, directory fsync, ' +
+      "create/rename, concurrent syncs), then seglog's appends at each flush granularity with 1-256 appenders, as ratios to the raw figure",
+  ],
+  ['segments', 'the segmented log: durable appends (256 B x1/x16/x256, 1 MiB) against raw write+fdatasync in the same run, and the open time of a 1 GiB log'],
+  ['all', 'fsync and segments in one report (what docs/benchmarks.md holds)'],
+  [
+    'stores',
+    'the host store, the Raft log and the payload store beside better-sqlite3 and lmdb (installed on demand: npm run bench:peers) ' +
+      'and the raw floors, in one run; realm and log opens, resident memory (a large payload, a large Raft snapshot)',
+  ],
+  ['schema', 'print the JSON Schema of a report'],
+  ['aa', 'a check of the method: two identical variants (true ratio 1) measured by this harness (paired rounds) and by tinybench (sequential tasks); prints the spread'],
+  ['render', 're-render a saved JSON report: --in report.json [--out report.md] [--svg chart.svg] [--into doc.md]'],
+];
 
 const USAGE = `usage: seglog bench <command> [options]
 
 commands:
-  fsync      what the filesystem under --dir costs (sync methods, sizes 512 B-1 MiB, writev batches,
-             directory fsync, create/rename, concurrent syncs), then seglog's appends at each flush
-             granularity with 1-256 appenders, as ratios to the raw figure
-  segments   the issue-2 benchmark: durable appends (256 B x1/x16/x256, 1 MiB) against raw
-             write+fdatasync in the same run, and the open time of a 1 GiB log
-  all        fsync and segments in one report (what docs/benchmarks.md holds)
-  stores     issues 3, 4, 5: the host store, the Raft log and the payload store beside better-sqlite3
-             and lmdb (installed on demand: npm run bench:peers) and the raw floors, in one run;
-             realm and log opens, resident memory (a large payload, a large Raft snapshot)
-  schema     print the JSON Schema of a report
-  aa         a check of the method: two identical variants (true ratio 1) measured by this
-             harness (paired rounds) and by tinybench (sequential tasks); prints the spread
-  render     re-render a saved JSON report: --in report.json [--out report.md] [--svg chart.svg]
-             [--into doc.md: replace everything after the doc's report marker line; a stores
-             report replaces what lies between the doc's two stores markers]
+${formatColumns(BENCH_COMMANDS)}
 
 options:
-  --dir D        measure the filesystem under D (default: the current directory)
-  --quick        short runs (under a minute); figures are indicative only
-  --json         print the report as JSON on stdout instead of Markdown
-  --out FILE     also write the Markdown report to FILE
-  --svg FILE     write the latency-against-throughput chart (SVG) to FILE
-  --rounds N     measured rounds per section (default 5, at least 5)
-  --log-bytes N  size of the log whose open time is measured (default 1 GiB; quick: 64 MiB;
-                 stores, the Raft log opened cold: quick 32 MiB)
-  --scopes N     stores: scopes in the realm whose open is measured (default 10000; quick: 1000)
-  --payload-bytes N  stores: the large payload whose memory is watched (default 1 GiB; quick: 32 MiB)
-  --snapshot-bytes N stores: the Raft state whose snapshot's memory is watched (default 1 GiB; quick: 32 MiB)
-  --only IDS     stores: run only these sections (comma-separated ids: host-commits, host-open,
-                 raft-appends, raft-1mib, raft-open, raft-snapshot-rss, payload-put, payload-get,
-                 payload-rss); targets of the others read "not measured"`;
+${formatFlags(BENCH_FLAGS)}
+exit: 0 the run completed (whether or not its targets were met), 1 a failure, 2 bad usage`;
 
-interface Options {
+/** What every bench command reads: the parsed flags, with their defaults filled in. */
+interface Options extends FlagValues<typeof BENCH_FLAGS> {
   dir: string;
-  quick: boolean;
-  json: boolean;
-  out: string | undefined;
-  svg: string | undefined;
   rounds: number;
-  logBytes: number | undefined;
-  input: string | undefined;
-  into: string | undefined;
-  scopes: number | undefined;
-  payloadBytes: number | undefined;
-  snapshotBytes: number | undefined;
-  only: string[] | undefined;
 }
 
-class UsageError extends Error {}
-
-function parse(argv: string[]): { command: string; options: Options } {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      dir: { type: 'string' },
-      quick: { type: 'boolean', default: false },
-      json: { type: 'boolean', default: false },
-      out: { type: 'string' },
-      svg: { type: 'string' },
-      rounds: { type: 'string' },
-      'log-bytes': { type: 'string' },
-      in: { type: 'string' },
-      into: { type: 'string' },
-      scopes: { type: 'string' },
-      'payload-bytes': { type: 'string' },
-      'snapshot-bytes': { type: 'string' },
-      only: { type: 'string' },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-  });
-  if (values.help === true) return { command: 'help', options: defaults() };
-  if (positionals.length !== 1) throw new UsageError('expected exactly one command');
-  const rounds = values.rounds === undefined ? 5 : Number(values.rounds);
-  if (!Number.isInteger(rounds) || rounds < 5) throw new UsageError('--rounds must be an integer >= 5');
-  const logBytes = values['log-bytes'] === undefined ? undefined : Number(values['log-bytes']);
-  if (logBytes !== undefined && !(Number.isInteger(logBytes) && logBytes >= MIB)) throw new UsageError('--log-bytes must be an integer >= 1048576');
-  const scopes = values.scopes === undefined ? undefined : Number(values.scopes);
-  if (scopes !== undefined && !(Number.isInteger(scopes) && scopes >= 1)) throw new UsageError('--scopes must be an integer >= 1');
-  const payloadBytes = values['payload-bytes'] === undefined ? undefined : Number(values['payload-bytes']);
-  if (payloadBytes !== undefined && !(Number.isInteger(payloadBytes) && payloadBytes >= MIB)) throw new UsageError('--payload-bytes must be an integer >= 1048576');
-  const snapshotBytes = values['snapshot-bytes'] === undefined ? undefined : Number(values['snapshot-bytes']);
-  if (snapshotBytes !== undefined && !(Number.isInteger(snapshotBytes) && snapshotBytes >= MIB)) throw new UsageError('--snapshot-bytes must be an integer >= 1048576');
-  const only = values.only === undefined ? undefined : values.only.split(',').map((x) => x.trim()).filter((x) => x.length > 0);
-  if (only !== undefined) {
-    const unknown = only.filter((id) => !STORES_SECTION_IDS.includes(id));
-    if (only.length === 0 || unknown.length > 0) throw new UsageError(`--only takes section ids among ${STORES_SECTION_IDS.join(', ')}${unknown.length > 0 ? ` (unknown: ${unknown.join(', ')})` : ''}`);
+function parse(argv: string[]): { command: string; options: Options } | number {
+  const line = parseOrExplain('seglog bench', USAGE, argv, BENCH_FLAGS, { name: 'a command', min: 1, max: 1 });
+  if (typeof line === 'number') return line;
+  const command = line.positionals[0]!;
+  if (!BENCH_COMMANDS.some(([name]) => name === command)) {
+    console.error(`seglog bench: unknown command '${command}'\n\n${synopsis(USAGE)}\n(\`seglog bench --help\` for the commands)`);
+    return 2;
   }
-  return {
-    command: positionals[0] as string,
-    options: {
-      dir: values.dir ?? process.cwd(),
-      quick: values.quick === true,
-      json: values.json === true,
-      out: values.out,
-      svg: values.svg,
-      rounds,
-      logBytes,
-      input: values.in,
-      into: values.into,
-      scopes,
-      payloadBytes,
-      snapshotBytes,
-      only,
-    },
-  };
-}
-
-function defaults(): Options {
-  return {
-    dir: process.cwd(),
-    quick: false,
-    json: false,
-    out: undefined,
-    svg: undefined,
-    rounds: 5,
-    logBytes: undefined,
-    input: undefined,
-    into: undefined,
-    scopes: undefined,
-    payloadBytes: undefined,
-    snapshotBytes: undefined,
-    only: undefined,
-  };
+  return { command, options: { ...line.values, dir: line.values.dir ?? process.cwd(), rounds: line.values.rounds ?? 5 } };
 }
 
 /** Run parameters of the full and the quick mode. */
@@ -191,16 +140,16 @@ function findVariant(sections: readonly SectionResult[], sectionId: string, vari
 
 const NOT_RUN = 'not measured by this command: `seglog bench segments` or `seglog bench all` measures it';
 
-/** Every target the issues set, judged from this run's sections (null where not measured). */
+/** Every performance target of the package, judged from this run's sections (null where not measured). */
 export function collectTargets(sections: readonly SectionResult[], openTargetJudged: boolean): TargetCheck[] {
   const one = findVariant(sections, 'durable-256', 'seglog-256-x1');
   const many = findVariant(sections, 'durable-256', 'seglog-256-x256');
   const open = sections.find((s) => s.id === 'open-time')?.measurements.find((m) => m.id === 'open-log');
-  const notStores = 'measured by `seglog bench stores` once the store lands';
+  const notStores = 'measured by `seglog bench stores`';
   return [
     checkTarget({
       id: 'segments-one-at-a-time',
-      source: 'issue 2',
+      source: 'segmented log',
       description: 'durable 256 B appends one at a time, as a ratio to raw write + fdatasync',
       comparator: '>=',
       threshold: 0.9,
@@ -210,7 +159,7 @@ export function collectTargets(sections: readonly SectionResult[], openTargetJud
     }),
     checkTarget({
       id: 'segments-256-at-once',
-      source: 'issue 2',
+      source: 'segmented log',
       description: 'durable 256 B appends with 256 appenders at once',
       comparator: '>=',
       threshold: 100_000,
@@ -221,7 +170,7 @@ export function collectTargets(sections: readonly SectionResult[], openTargetJud
     checkTarget(
       {
         id: 'segments-open-1gib',
-        source: 'issue 2',
+        source: 'segmented log',
         description: 'open a 1 GiB log (openSegmentedLog + first read)',
         comparator: '<',
         threshold: 100,
@@ -237,11 +186,11 @@ export function collectTargets(sections: readonly SectionResult[], openTargetJud
       openTargetJudged,
     ),
     ...[
-      ['host-one-scope', 'issue 3', 'host store: one writer on one scope, as a ratio to raw write + fdatasync', '>=', 0.9, '× raw'],
-      ['host-200-scopes-vs-peers', 'issue 3', 'host store: 200 scopes at once, as a ratio to the faster of better-sqlite3 and lmdb', '>=', 1, '× best peer'],
-      ['host-open-10k-scopes', 'issue 3', 'host store: open a realm of 10,000 scopes', '<', 1000, 'ms'],
-      ['raft-one-per-append', 'issue 4', 'Raft log: 256 B entries one per append, as a ratio to raw write + fdatasync', '>=', 0.9, '× raw'],
-      ['raft-1mib-bandwidth', 'issue 4', 'Raft log: 1 MiB appends, as a ratio to raw sequential write + sync bandwidth', '>=', 0.8, '× raw'],
+      ['host-one-scope', 'host store', 'host store: one writer on one scope, as a ratio to raw write + fdatasync', '>=', 0.9, '× raw'],
+      ['host-200-scopes-vs-peers', 'host store', 'host store: 200 scopes at once, as a ratio to the faster of better-sqlite3 and lmdb', '>=', 1, '× best peer'],
+      ['host-open-10k-scopes', 'host store', 'host store: open a realm of 10,000 scopes', '<', 1000, 'ms'],
+      ['raft-one-per-append', 'Raft store', 'Raft log: 256 B entries one per append, as a ratio to raw write + fdatasync', '>=', 0.9, '× raw'],
+      ['raft-1mib-bandwidth', 'Raft store', 'Raft log: 1 MiB appends, as a ratio to raw sequential write + sync bandwidth', '>=', 0.8, '× raw'],
     ].map(([id, source, description, comparator, threshold, unit]) =>
       checkTarget({
         id: id as string,
@@ -286,7 +235,7 @@ async function runSuite(command: 'fsync' | 'segments' | 'all', o: Options): Prom
     if ((command === 'segments' || command === 'all') && open !== null) {
       plans.push(durableSmallSection(cfg, open), durableLargeSection(cfg, open));
     }
-    const logBytes = o.logBytes ?? (o.quick ? 64 * MIB : 1024 * MIB);
+    const logBytes = o['log-bytes'] ?? (o.quick ? 64 * MIB : 1024 * MIB);
     const measureOpen = (command === 'segments' || command === 'all') && open !== null;
     // Rough plan for the progress bar: the sections' budgets, plus the log build at ~200 MiB/s.
     progress.grow(plans.reduce((t, p) => t + plannedMs(p), 0) + (measureOpen ? (logBytes / MIB) * 5 : 0));
@@ -306,7 +255,7 @@ async function runSuite(command: 'fsync' | 'segments' | 'all', o: Options): Prom
       progress.advance((logBytes / MIB) * 5);
       sections.push({
         id: 'open-time',
-        title: `Open time of a ${formatBytes(logBytes)} log (issue 2)`,
+        title: `Open time of a ${formatBytes(logBytes)} log`,
         description:
           'A log is built once (1 KiB records, sync none, one sync at the end); then `openSegmentedLog` plus a read of ' +
           'the first record is timed several times, closing in between (untimed), after one discarded warm-up open; ' +
@@ -409,33 +358,53 @@ async function emit(report: BenchReport, chart: string | null, o: Options): Prom
   process.stdout.write(o.json ? `${JSON.stringify(report, null, 2)}\n` : markdown);
 }
 
+/** The commands that write scratch files under --dir. */
+const MEASURES: ReadonlySet<string> = new Set(['fsync', 'segments', 'all', 'stores', 'aa']);
+
+/** Why `dir` cannot hold the scratch files (null when it can). */
+async function dirProblem(dir: string): Promise<string | null> {
+  try {
+    return (await stat(dir)).isDirectory() ? null : 'not a directory';
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    return code === 'ENOENT' ? 'no such directory' : `cannot use it (${String(code ?? err)})`;
+  }
+}
+
 /** Entry point of `seglog bench ...`; answers the process exit code. */
 export async function runBenchCommand(argv: string[]): Promise<number> {
-  let command: string;
-  let options: Options;
-  try {
-    ({ command, options } = parse(argv));
-  } catch (err) {
-    console.error(`seglog bench: ${err instanceof Error ? err.message : String(err)}\n\n${USAGE}`);
-    return 2;
+  const parsed = parse(argv);
+  if (typeof parsed === 'number') return parsed;
+  const { command, options } = parsed;
+  if (MEASURES.has(command)) {
+    const problem = await dirProblem(options.dir);
+    if (problem !== null) {
+      console.error(`seglog bench: --dir ${options.dir}: ${problem}`);
+      return 1;
+    }
   }
   switch (command) {
-    case 'help':
-      console.log(USAGE);
-      return 0;
     case 'schema':
       process.stdout.write(`${JSON.stringify(REPORT_JSON_SCHEMA, null, 2)}\n`);
       return 0;
     case 'render': {
-      if (options.input === undefined) {
-        console.error(`seglog bench render: --in report.json is required\n\n${USAGE}`);
+      const input = options.in;
+      if (input === undefined) {
+        console.error(`seglog bench render: --in report.json is required\n\n${synopsis(USAGE)}\n(\`seglog bench --help\` for the options)`);
         return 2;
       }
       const { readFile } = await import('node:fs/promises');
-      const report = JSON.parse(await readFile(options.input, 'utf8')) as BenchReport;
+      const text = await readFile(input, 'utf8');
+      let report: BenchReport;
+      try {
+        report = JSON.parse(text) as BenchReport;
+      } catch (err) {
+        console.error(`seglog bench render: ${input} is not JSON (${err instanceof Error ? err.message : String(err)})`);
+        return 1;
+      }
       const problems = validateReport(report);
       if (problems.length > 0) {
-        console.error(`seglog bench render: ${options.input} is not a report of version ${REPORT_VERSION}:\n${problems.slice(0, 10).join('\n')}`);
+        console.error(`seglog bench render: ${input} is not a report of version ${REPORT_VERSION}:\n${problems.slice(0, 10).join('\n')}`);
         return 1;
       }
       if (options.into !== undefined) {
@@ -469,10 +438,10 @@ export async function runBenchCommand(argv: string[]): Promise<number> {
         dir: options.dir,
         quick: options.quick,
         rounds: options.rounds,
-        logBytes: options.logBytes,
+        logBytes: options['log-bytes'],
         scopes: options.scopes,
-        payloadBytes: options.payloadBytes,
-        snapshotBytes: options.snapshotBytes,
+        payloadBytes: options['payload-bytes'],
+        snapshotBytes: options['snapshot-bytes'],
         only: options.only,
       });
       await emit(report, null, options);

@@ -1,8 +1,8 @@
-// The engine benchmarks: seglog's segmented log at each flush granularity, and the issue-2
-// benchmark (durable appends against a raw write+fdatasync loop, and the open time of a large log).
+// The engine benchmarks: seglog's segmented log at each flush granularity, and the segmented log's
+// targets (durable appends against a raw write+fdatasync loop, and the open time of a large log).
 //
 // Owns: the section plans that drive `openSegmentedLog`, and the loader that finds it. Guarantees:
-// the engine is driven only through its public API (API.md and the brief's design card); every
+// the engine is driven only through its public API (docs/usage.md); every
 // engine figure sits in a section with its raw baseline, measured in the same interleaved rounds;
 // each run starts from a new, empty log (opened outside the timed loop) so runs are alike and disk
 // use stays bounded. The segments module is loaded at run time: when it is missing, the engine
@@ -24,7 +24,7 @@ import type { SyncPolicy } from '../segments/sync-policy.js';
 // policy; a new policy is a compile error in them until it is named.
 export type { SyncPolicy };
 
-/** The part of the segmented log's API the benchmarks use (API.md; the brief's design card). */
+/** The part of the segmented log's API the benchmarks use (docs/usage.md). */
 
 export interface BenchLog {
   readonly firstIndex: number;
@@ -174,7 +174,7 @@ export function granularitySection(cfg: SuiteConfig, open: OpenLog): SectionPlan
   };
 }
 
-/** Issue 2: durable 256-byte appends one at a time, 16 and 256 at once, against raw write+fdatasync. */
+/** Durable 256-byte appends one at a time, 16 and 256 at once, against raw write+fdatasync. */
 export function durableSmallSection(cfg: SuiteConfig, open: OpenLog): SectionPlan {
   const dir = path.join(cfg.root, 'durable-256');
   const variants: Variant[] = [
@@ -201,7 +201,7 @@ export function durableSmallSection(cfg: SuiteConfig, open: OpenLog): SectionPla
   ];
   return {
     id: 'durable-256',
-    title: 'Durable appends, 256 B records (issue 2)',
+    title: 'Durable appends, 256 B records',
     description:
       'seglog under its default policy (sync every append): an append resolves only after the fdatasync that covers it. ' +
       'The baseline is the raw loop the targets name: one writer, `write` of 256 B at the end of a file that starts ' +
@@ -212,12 +212,12 @@ export function durableSmallSection(cfg: SuiteConfig, open: OpenLog): SectionPla
   };
 }
 
-/** Issue 2: 1 MiB durable appends against raw 1 MiB write+fdatasync. */
+/** 1 MiB durable appends against raw 1 MiB write+fdatasync. */
 export function durableLargeSection(cfg: SuiteConfig, open: OpenLog): SectionPlan {
   const dir = path.join(cfg.root, 'durable-1m');
   return {
     id: 'durable-1mib',
-    title: 'Durable appends, 1 MiB records (issue 2)',
+    title: 'Durable appends, 1 MiB records',
     description:
       'One writer. seglog appends one 1 MiB record per call under sync every append; the baseline writes 1 MiB at the ' +
       'end of a growing file and fdatasyncs it. MiB/s is the figure that matters here.',

@@ -23,6 +23,7 @@ export const ERROR_CODES = [
   'INDETERMINATE',
   'UNAVAILABLE',
   'HELD',
+  'VERSION_TOO_NEW',
 ] as const;
 
 /** A stable error code; docs/errors.md documents each one. */

@@ -1,4 +1,4 @@
-// seglog: the public entry point. Each section re-exports one module; see API.md for the shapes.
+// seglog: the public entry point. Each section re-exports one module; docs/contracts/ and docs/usage.md describe the shapes.
 
 // --- errors, clocks, the file-system layer (owner: core) ---
 export * from './errors.js';
@@ -43,7 +43,7 @@ export * from './raft/index.js';
 
 // --- payloads (owner: payloads) ---
 export { openPayloadStore, FsPayloadStore, DEFAULT_GRACE_MS, isPayloadDigest, MAX_HOLDER_BYTES, MAX_HOLDERS, PAYLOAD_DEFAULT_CHUNK_BYTES } from './payloads/index.js';
-export type { PayloadStore, PayloadStoreOptions, PayloadInfo, PayloadBody, PutOptions, GarbageReport, PayloadVerifyReport } from './payloads/index.js';
+export type { PayloadStore, PayloadStoreOptions, PayloadInfo, PayloadBody, ReadableStreamLike, PutOptions, GarbageReport, PayloadVerifyReport } from './payloads/index.js';
 
 // --- tools: the crash-injection runner, verify, inspect (owner: tools) ---
 export { runCrashWorkloads, runCrashWorkload, replayCrashReproducer, formatReproducer, parseReproducer, WORKLOADS, workloadNames, loadWorkload, StepHistory } from './crash/index.js';

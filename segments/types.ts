@@ -1,6 +1,6 @@
 // The public shapes of a segmented log: what `openSegmentedLog` answers and what it counts.
 //
-// Owns: `SegmentedLog` and `SegmentedLogStats` (API.md, "Segmented log"). The behaviour behind
+// Owns: `SegmentedLog` and `SegmentedLogStats` (docs/usage.md, the segmented log). The behaviour behind
 // them is argued in docs/crash-safety.md (segmented log); the rooms that implement it are listed
 // in segments/README.md.
 
@@ -21,7 +21,7 @@ export interface SegmentedLogStats {
   recycled: number;
 }
 
-/** A segmented log; see segments/log.ts and API.md. */
+/** A segmented log; see segments/log.ts and docs/usage.md. */
 export interface SegmentedLog {
   /** First record not dropped. */
   readonly firstIndex: number;

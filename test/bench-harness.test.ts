@@ -431,7 +431,7 @@ test('uvThreadpool: UV_THREADPOOL_SIZE when set and valid, else 4', () => {
 // ---------------------------------------------------------------- targets
 
 test('checkTarget: >= and < comparators, not measured, not judged', () => {
-  const t = { id: 't', source: 'issue 2', description: 'd', unit: 'x', note: '' };
+  const t = { id: 't', source: 'segmented log', description: 'd', unit: 'x', note: '' };
   assert.equal(checkTarget({ ...t, comparator: '>=', threshold: 0.9, measured: 0.9 }).met, true);
   assert.equal(checkTarget({ ...t, comparator: '>=', threshold: 0.9, measured: 0.89 }).met, false);
   assert.equal(checkTarget({ ...t, comparator: '<', threshold: 100, measured: 100 }).met, false);
@@ -521,7 +521,7 @@ test('validate: the supported subset of JSON Schema', () => {
   assert.throws(() => validate(1, { $ref: '#/definitions/nope' }), /\$ref/);
 });
 
-test('collectTargets: judges issue 2 from the sections and lists the other issues as not measured', async () => {
+test('collectTargets: judges the segmented log\'s targets from the sections and lists the stores\' as not measured', async () => {
   const report = await syntheticReport();
   const byId = new Map(report.targets.map((t) => [t.id, t]));
   assert.equal(byId.get('segments-one-at-a-time')?.met, true); // 3800 / 4000 = 0.95
@@ -541,7 +541,7 @@ test('renderMarkdown: machine first, targets in words, one escaped row per varia
   const md = renderMarkdown(report, { chart: 'chart.svg' });
   assert.ok(md.indexOf('## Machine') < md.indexOf('## Targets'));
   assert.ok(md.includes('![latency against throughput](chart.svg)'));
-  assert.match(md, /\| durable 256 B appends one at a time, as a ratio to raw write \+ fdatasync \| issue 2 \| >= 0\.900 × raw \| 0\.950 × raw \| MET \|/);
+  assert.match(md, /\| durable 256 B appends one at a time, as a ratio to raw write \+ fdatasync \| segmented log \| >= 0\.900 × raw \| 0\.950 × raw \| MET \|/);
   assert.match(md, /NOT MEASURED/);
   assert.match(md, /3 met, 0 not met, 5 not measured/);
   // A '|' in a label is escaped, so each variant row keeps its column count.

@@ -39,7 +39,8 @@ import { rowKeyBytes, scopeKeyBytes } from '../bench/stores/host-lmdb.js';
 import { decodeScopeMeta, encodeScopeMeta, planAcquire, planCommit, planRenew, type ScopeMeta } from '../bench/stores/host-plan.js';
 import { loadPeers } from '../bench/stores/peers.js';
 import { NOT_BUILT } from '../bench/stores/seglog.js';
-import { collectStoreTargets, durationTarget, runsSection, storesConfig } from '../bench/stores/suite.js';
+import { collectStoreTargets, concurrentPayloadNotes, concurrentVariantId, durationTarget, runsSection, storesConfig } from '../bench/stores/suite.js';
+import { payloadBudget } from '../bench/stores/payload-bench.js';
 import { STORES_SECTION_IDS } from '../bench/stores/sections.js';
 import { generatedBody, hostCommitWorkload, raftAppendWorkload, type RaftNodeHandle } from '../bench/stores/workloads.js';
 
@@ -278,9 +279,9 @@ async function storesSections(withSeglog: boolean): Promise<SectionResult[]> {
   return [host, open, rss, snapshot];
 }
 
-test('collectStoreTargets: judges issue 3 against raw and the faster peer per round; says why when not measured', async () => {
+test('collectStoreTargets: judges the host store against raw and the faster peer per round; says why when not measured', async () => {
   const why = { host: null, raft: `${NOT_BUILT}: no openRaftNode`, payloads: null, peers: null };
-  const full = { realmScopes: 10_000, bigPayloadBytes: 1024 * MIB, snapshotBytes: 1024 * MIB };
+  const full = { realmScopes: 10_000, bigPayloadBytes: 1024 * MIB, snapshotBytes: 1024 * MIB, payloadBytes: 16 * MIB, largePayloadBytes: 33 * MIB };
   const byId = new Map(collectStoreTargets(await storesSections(true), full, why).map((t) => [t.id, t]));
   assert.ok(Math.abs((byId.get('host-one-scope')?.measured ?? 0) - 0.95) < 1e-9);
   assert.equal(byId.get('host-one-scope')?.met, true);
@@ -296,7 +297,7 @@ test('collectStoreTargets: judges issue 3 against raw and the faster peer per ro
   assert.equal(byId.get('raft-snapshot-1gib-rss')?.measured, 50);
   assert.equal(byId.get('raft-snapshot-1gib-rss')?.met, true);
 
-  const small = new Map(collectStoreTargets(await storesSections(true), { realmScopes: 1000, bigPayloadBytes: 64 * MIB, snapshotBytes: 32 * MIB }, why).map((t) => [t.id, t]));
+  const small = new Map(collectStoreTargets(await storesSections(true), { realmScopes: 1000, bigPayloadBytes: 64 * MIB, snapshotBytes: 32 * MIB, payloadBytes: 4 * MIB, largePayloadBytes: 8 * MIB }, why).map((t) => [t.id, t]));
   assert.equal(small.get('host-open-10k-scopes')?.met, null, 'a smaller realm is not judged');
   assert.equal(small.get('payload-1gib-rss')?.met, null, 'a smaller payload is not judged');
   assert.equal(small.get('raft-snapshot-1gib-rss')?.met, null, 'a smaller snapshot is not judged');
@@ -312,6 +313,62 @@ test('collectStoreTargets: judges issue 3 against raw and the faster peer per ro
     assert.equal(t?.met, null);
     assert.match(t?.note ?? '', /^NOT MEASURED \(store not built\)/);
   }
+});
+
+/** A section of variants with the given ops/s, round by round. */
+async function rateSection(id: string, rates: Record<string, number[]>, baseline: string): Promise<SectionResult> {
+  const variants = Object.keys(rates).map((v) => ({
+    id: v,
+    label: v,
+    async run() {
+      const r = rates[v]?.shift() ?? 1;
+      return { ops: 10, records: 10, bytes: 10 * MIB, elapsedNs: (10 / r) * 1e9, latenciesNs: new Float64Array(10).fill(1000) };
+    },
+  }));
+  return runSection({ id, title: id, description: 'd', variants, baseline, rounds: 3, warmupRounds: 0, budget: { durationMs: 1, maxOps: 1, minOps: 1 } });
+}
+
+test('collectStoreTargets: payload put and get against raw at 16 MiB and 33 MiB, and 4 puts at once against one, paired by round', async () => {
+  const sections = [
+    await rateSection('payload-put', { 'raw-write-fsync': [100, 200, 100], 'put/seglog': [90, 160, 70] }, 'raw-write-fsync'),
+    await rateSection('payload-get-large', { 'raw-read': [100, 100, 100], 'get/seglog': [70, 90, 60] }, 'raw-read'),
+    await rateSection(
+      'payload-put-concurrent',
+      { [concurrentVariantId('seglog', 'put', 1)]: [10, 20, 10], [concurrentVariantId('raw', 'put', 4)]: [40, 40, 40], [concurrentVariantId('seglog', 'put', 4)]: [16, 40, 12] },
+      concurrentVariantId('seglog', 'put', 1),
+    ),
+  ];
+  const why = { host: null, raft: null, payloads: null, peers: null };
+  const full = { realmScopes: 10_000, bigPayloadBytes: 1024 * MIB, snapshotBytes: 1024 * MIB, payloadBytes: 16 * MIB, largePayloadBytes: 33 * MIB };
+  const byId = new Map(collectStoreTargets(sections, full, why).map((t) => [t.id, t]));
+  // put: 0.9, 0.8, 0.7 → median 0.8 (met at >= 0.8); get 33 MiB: 0.7, 0.9, 0.6 → 0.7 (not met).
+  assert.ok(Math.abs((byId.get('payload-put-vs-raw')?.measured ?? 0) - 0.8) < 1e-9);
+  assert.equal(byId.get('payload-put-vs-raw')?.met, true);
+  assert.ok(Math.abs((byId.get('payload-get-large-vs-raw')?.measured ?? 0) - 0.7) < 1e-9);
+  assert.equal(byId.get('payload-get-large-vs-raw')?.met, false);
+  for (const id of ['payload-put-large-vs-raw', 'payload-get-vs-raw']) {
+    assert.equal(byId.get(id)?.measured, null, id);
+    assert.equal(byId.get(id)?.met, null, id);
+  }
+  // 4 at once over one at a time: 1.6, 2, 1.2 → 1.6.
+  assert.ok(Math.abs((byId.get('payload-4-puts-vs-one')?.measured ?? 0) - 1.6) < 1e-9);
+  assert.equal(byId.get('payload-4-puts-vs-one')?.met, true);
+  const quick = new Map(collectStoreTargets(sections, { ...full, payloadBytes: 4 * MIB, largePayloadBytes: 8 * MIB }, why).map((t) => [t.id, t]));
+  for (const id of ['payload-put-vs-raw', 'payload-get-large-vs-raw', 'payload-4-puts-vs-one']) {
+    assert.equal(quick.get(id)?.met, null, `${id}: smaller payloads are not judged`);
+    assert.match(quick.get(id)?.note ?? '', /not judged/);
+  }
+  const notes = concurrentPayloadNotes(sections[2] as SectionResult, storesConfig('/x', false, 3), 'put');
+  // 4 at once against raw 4 at once: 0.4, 1, 0.3 → 0.40 (0.30–1.00); one at a time has no raw row here.
+  assert.deepEqual(notes, ['put, 4 at once, against raw at the same concurrency: 0.40× (0.30–1.00).']);
+});
+
+test('payloadBudget: whole rounds of workers, at least two operations each, within the byte cap', () => {
+  assert.deepEqual(payloadBudget(16 * MIB, 16, 512 * MIB), { maxOps: 32 });
+  assert.deepEqual(payloadBudget(16 * MIB, 4, 512 * MIB), { maxOps: 32 });
+  assert.deepEqual(payloadBudget(MIB, 16, 512 * MIB), { maxOps: 512 });
+  assert.deepEqual(payloadBudget(33 * MIB, 1, 128 * MIB), { maxOps: 3 });
+  assert.deepEqual(payloadBudget(33 * MIB, 16, 128 * MIB), { maxOps: 32 }, 'two each even past the cap');
 });
 
 test('durationTarget: under 60 s for --quick, under 10 minutes for the full run', () => {
@@ -358,7 +415,7 @@ test('a stores report with memory measurements validates and renders its units; 
     machine: describeMachine(os.tmpdir()),
     load: { start: 0, end: 0 },
     sections,
-    targets: [...collectStoreTargets(sections, { realmScopes: 10_000, bigPayloadBytes: 1024 * MIB, snapshotBytes: 1024 * MIB }, { host: null, raft: null, payloads: null, peers: null }), durationTarget(false, 1000)],
+    targets: [...collectStoreTargets(sections, { realmScopes: 10_000, bigPayloadBytes: 1024 * MIB, snapshotBytes: 1024 * MIB, payloadBytes: 16 * MIB, largePayloadBytes: 33 * MIB }, { host: null, raft: null, payloads: null, peers: null }), durationTarget(false, 1000)],
     notes: [],
   };
   assert.deepEqual(validateReport(JSON.parse(JSON.stringify(report))), []);

@@ -15,6 +15,8 @@ import { isSeglogError, type ErrorCode } from '../lib/errors.js';
 import { MemoryFs, type DiskImage } from '../lib/fs/memory.js';
 import { FaultyFs } from '../lib/fs/faulty.js';
 import { ManualClock } from '../lib/clock.js';
+import { stopHashThreadForTests } from '../lib/payloads/hash.js';
+import { EARLY_SYNC_BYTES } from '../lib/payloads/write.js';
 import {
   blobPath,
   bytesOf,
@@ -530,10 +532,10 @@ test('a flipped bit anywhere in a blob is detected: the stream ends with CORRUPT
 
 test('damage in a later batch: the chunks before it are served, the damaged one never', async () => {
   const chunkBytes = 64 * 1024;
-  const size = 40 * chunkBytes; // 40 chunks: batches of 15
+  const size = 40 * chunkBytes; // 40 chunks: batches of 16
   const { image, digest, bytes } = await imageWith(size, chunkBytes);
   const file = blobPath(DIR, digest);
-  for (const chunk of [0, 14, 15, 31, 39]) {
+  for (const chunk of [0, 15, 16, 31, 32, 39]) {
     const offset = 80 + chunk * (chunkBytes + 4) + 1234;
     const store = await memStore({ image: withFlippedBit(image, file, offset, 5) });
     const got = await collectUntilError(await store.get(digest));
@@ -707,6 +709,67 @@ test('a failed fdatasync of the temporary file fails the put; a failed directory
   const reopened = await openPayloadStore(DIR, { fs: faulty });
   await reopened.addRef(ok.digest, 'q');
   await reopened.close();
+});
+
+test('a large put syncs its file while it streams; a failed early fdatasync fails the put, stores nothing, leaves no temporary file', async () => {
+  const m = new MemoryFs({ trace: false });
+  const faulty = new FaultyFs(m);
+  const store = await openPayloadStore(DIR, { fs: faulty });
+  const size = 2 * EARLY_SYNC_BYTES + 12345;
+  const syncsBefore = faulty.calls.datasync;
+  const ok = await store.put(lazyBody(3, size, 1 << 20));
+  assert.equal(ok.digest, lazyDigest(3, size));
+  // At least one early sync per EARLY_SYNC_BYTES written (one at a time), then the final one.
+  assert.ok(faulty.calls.datasync - syncsBefore >= 2, `${faulty.calls.datasync - syncsBefore} fdatasyncs for ${size} bytes`);
+  faulty.fail({ kind: 'datasync', path: /\/tmp\/put-/, nth: 1, error: 'EIO' });
+  const writesBefore = faulty.calls.write;
+  await rejectsWith(store.put(lazyBody(4, size, 1 << 20)), 'IO_ERROR', 'early fdatasync');
+  // It failed at the first sync, early: not after every frame was written.
+  assert.ok(faulty.calls.write - writesBefore < Math.ceil(size / (1 << 20)), 'the put stopped soon after the failed sync');
+  assert.equal(await store.stat(lazyDigest(4, size)), null);
+  assert.deepEqual(filesUnder(m.currentImage(), `${DIR}/tmp`), []);
+  // Not poisoned: the file was abandoned, nothing else depended on it.
+  faulty.clearFaults();
+  const next = await store.put(lazyBody(5, size, 1 << 20));
+  assert.deepEqual(await collect(await store.get(next.digest)).then((b) => digestOf(b)), lazyDigest(5, size));
+  await store.close();
+});
+
+test('the hashing thread stopping inside a put or a get: the put fails with IO_ERROR and stores nothing, the get ends with IO_ERROR before its last chunk; the next ones work', async () => {
+  const m = new MemoryFs({ trace: false });
+  const store = await openPayloadStore(DIR, { fs: m });
+  const size = 6 * 1024 * 1024 + 7;
+  async function* stoppingBody(seed: number): AsyncGenerator<Uint8Array> {
+    let at = 0;
+    for await (const piece of lazyBody(seed, size, 1 << 20)) {
+      if (at === 3 << 20) await stopHashThreadForTests();
+      at += piece.length;
+      yield piece;
+    }
+  }
+  await rejectsWith(store.put(stoppingBody(6)), 'IO_ERROR', 'put');
+  assert.equal(await store.stat(lazyDigest(6, size)), null);
+  assert.deepEqual(filesUnder(m.currentImage(), `${DIR}/tmp`), []);
+  assert.deepEqual(filesUnder(m.currentImage(), `${DIR}/blobs`), []);
+  const info = await store.put(lazyBody(7, size, 1 << 20)); // a new thread
+  assert.equal(info.digest, lazyDigest(7, size));
+  const stream = (await store.get(info.digest))[Symbol.asyncIterator]();
+  let served = 0;
+  let error: unknown = null;
+  try {
+    for (;;) {
+      const r = await stream.next();
+      if (r.done === true) break;
+      served += r.value.length;
+      if (served === 1 << 20) await stopHashThreadForTests();
+    }
+  } catch (err) {
+    error = err;
+  }
+  assert.ok(isSeglogError(error, 'IO_ERROR'), String(error));
+  assert.ok(served < size, 'the last chunk is never served without its digest check');
+  assert.equal(digestOf(await collect(await store.get(info.digest))), info.digest);
+  await store.close();
 });
 
 test('GC removes the temporary files of dead writers but not those of running puts', async () => {

@@ -254,7 +254,7 @@ test('inspect prints cells, logs, payloads, the Raft group and the host realms; 
     assert.match(text, /events\/: log \[0, 160\)/);
     assert.match(text, /record 0: "run 1 record 0 at/);
     assert.match(text, /payloads\/: payload store/);
-    assert.match(text, /groups\/[0-9a-f]{64}\/: Raft group "g1", vote .*"term":3.*12 entries, 1 payload\(s\) named/);
+    assert.match(text, /groups\/[0-9a-f]{64}\/: Raft group "g1", vote term 3 for node 1 .*12 entries, 1 payload\(s\) named/);
     assert.match(text, /snap-1\.snap: Raft snapshot snap-1 of plugin kv/);
     assert.match(text, /host\/: host store realm, 4 stripe\(s\), .*fence token 2 held by "demo-run-2"/);
     assert.match(text, /session "demo": version 2, rows \[0, 2\) \(2\), head 7 bytes, commit "demo-run-2"; no home/);

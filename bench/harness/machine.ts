@@ -64,7 +64,7 @@ export function mountFor(mounts: readonly MountInfo[], realDir: string): MountIn
 }
 
 /** The thread pool size libuv will use in this process. */
-export function uvThreadpool(env: NodeJS.ProcessEnv = process.env): { size: number; from: 'env' | 'default' } {
+export function uvThreadpool(env: Readonly<Record<string, string | undefined>> = process.env): { size: number; from: 'env' | 'default' } {
   const raw = env['UV_THREADPOOL_SIZE'];
   const n = raw === undefined ? NaN : Number.parseInt(raw, 10);
   // libuv clamps the value to 1..1024 and ignores garbage.

@@ -61,7 +61,7 @@ function targetsSection(targets: readonly TargetCheck[]): string {
   const missed = targets.filter((t) => t.met === false).length;
   const open = targets.filter((t) => t.met === null).length;
   return `## Targets\n\n${met} met, ${missed} not met, ${open} not measured in this run.\n\n${table(
-    ['Target', 'Source', 'Wanted', 'Measured (median)', 'Status', 'Note'],
+    ['Target', 'Of', 'Wanted', 'Measured (median)', 'Status', 'Note'],
     rows,
   )}`;
 }

@@ -93,10 +93,10 @@ export interface SectionResult {
   notes: string[];
 }
 
-/** One target an issue sets, and whether this run met it (null: not measured in this run). */
+/** One performance target, and whether this run met it (null: not measured in this run). */
 export interface TargetCheck {
   id: string;
-  /** Where the target comes from, e.g. "issue 2". */
+  /** What the target is about: the store or tool it concerns, e.g. "segmented log". */
   source: string;
   description: string;
   /** measured >= threshold, or measured < threshold (strictly below). */

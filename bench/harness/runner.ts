@@ -136,6 +136,7 @@ export async function runSection(plan: SectionPlan, progress?: Progress): Promis
   const warmupRounds = plan.warmupRounds ?? 1;
   const runs = new Map<string, RunMetrics[]>(plan.variants.map((v) => [v.id, []]));
   const setUp: Variant[] = [];
+  const startUnits = progress?.done ?? 0;
   try {
     for (const v of plan.variants) {
       progress?.label(`${plan.title}: setting up ${v.label}`);
@@ -158,6 +159,7 @@ export async function runSection(plan: SectionPlan, progress?: Progress): Promis
       }
       if (!warm) for (const v of plan.variants) runs.get(v.id)?.push(toRunMetrics(mergeSamples(parts.get(v.id) ?? [])));
     }
+    progress?.settle(startUnits + plannedMs(plan));
   } finally {
     for (const v of setUp.reverse()) await v.teardown?.();
   }

@@ -19,6 +19,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SCOPE_KINDS } from '../../lib/host/types.js';
 import type { RaftStateMachine } from '../../lib/raft/types.js';
+import { BENCH_PG_ENV } from './host-pg.js';
 import { hostImplementations, raftImplementations, type ImplName } from './impls.js';
 import { loadPeers } from './peers.js';
 import { loadRaftNodeOpener, loadSeglogStores, type SeglogStores } from './seglog.js';
@@ -192,7 +193,9 @@ async function run(t: ChildTask): Promise<HostOpenResult | RaftOpenResult | Payl
   const peers = loaded.ok ? loaded.peers : null;
   const missing = loaded.ok ? '' : loaded.missing;
   if (t.task === 'host-open') {
-    const impl = hostImplementations(seglog, peers, missing).available.find((i) => i.name === t.impl);
+    const pgUrl = process.env[BENCH_PG_ENV];
+    const pg = t.impl === 'pg' ? (pgUrl === undefined ? { ok: false as const, missing: `no ${BENCH_PG_ENV}` } : { ok: true as const, url: pgUrl }) : undefined;
+    const impl = hostImplementations(seglog, peers, missing, pg).available.find((i) => i.name === t.impl);
     if (impl === undefined) throw new Error(`${t.impl} is not available`);
     const rssBeforeBytes = process.memoryUsage.rss();
     const t0 = performance.now();

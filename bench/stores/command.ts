@@ -13,7 +13,8 @@ import { describeMachine, loadAverage } from '../harness/machine.js';
 import { Progress } from '../harness/progress.js';
 import { REPORT_SCHEMA_ID, REPORT_VERSION, type BenchReport } from '../harness/report.js';
 import { validateReport } from '../harness/schema.js';
-import { hostImplementations, raftImplementations } from './impls.js';
+import { startBenchPostgres, type BenchPostgres } from './host-pg.js';
+import { hostImplementations, raftImplementations, type PgServer } from './impls.js';
 import { INSTALL_HINT, loadPeers } from './peers.js';
 import { loadSeglogStores } from './seglog.js';
 import { collectStoreTargets, durationTarget, plannedStoresMs, runStores, storesConfig, type StoresConfig } from './suite.js';
@@ -39,6 +40,7 @@ export async function runStoresReport(o: StoresCommandOptions): Promise<BenchRep
   };
   process.once('SIGINT', cleanup);
   const progress = new Progress(1);
+  let pg: BenchPostgres | null = null;
   try {
     const machine = describeMachine(root);
     const notes: string[] = [];
@@ -72,7 +74,21 @@ export async function runStoresReport(o: StoresCommandOptions): Promise<BenchRep
     if (o.snapshotBytes !== undefined) overrides.snapshotBytes = o.snapshotBytes;
     if (o.only !== undefined) overrides.only = o.only;
     const cfg = storesConfig(root, o.quick, o.rounds, overrides);
-    const deps = { seglog, host: hostImplementations(seglog, peers, peersMissing), raft: raftImplementations(seglog, peers, peersMissing) };
+    // The PostgreSQL host store and pgbench need a server: a scratch one, as the tests start one (or SEGLOG_PG_URL).
+    let pgServer: PgServer | undefined;
+    if (['host-commits', 'host-open', 'host-pg'].some((id) => o.only === undefined || o.only.includes(id))) {
+      const started = await startBenchPostgres();
+      if (started.ok) {
+        pg = started.pg;
+        pgServer = { ok: true, url: pg.url };
+        notes.push(`PostgreSQL: ${pg.describe}.`);
+      } else {
+        pgServer = { ok: false, missing: started.missing };
+        console.error(`seglog bench stores: the PostgreSQL host store is not measured: ${started.missing}`);
+        notes.push(`PostgreSQL host store ${started.missing}`);
+      }
+    }
+    const deps = { seglog, host: hostImplementations(seglog, peers, peersMissing, pgServer), raft: raftImplementations(seglog, peers, peersMissing), pg };
     progress.grow(plannedStoresMs(cfg, deps));
     const run = await runStores(cfg, deps, progress);
     progress.finish();
@@ -81,6 +97,7 @@ export async function runStoresReport(o: StoresCommandOptions): Promise<BenchRep
       raft: seglog.raft.ok ? null : seglog.raft.missing,
       payloads: seglog.payloads.ok ? null : seglog.payloads.missing,
       peers: peers === null ? `NOT MEASURED (peer not installed): ${INSTALL_HINT}` : null,
+      pg: pgServer === undefined || pgServer.ok ? null : pgServer.missing,
     };
     const targets = collectStoreTargets(run.sections, cfg, why);
     const finishedAt = new Date();
@@ -106,6 +123,7 @@ export async function runStoresReport(o: StoresCommandOptions): Promise<BenchRep
     return report;
   } finally {
     progress.finish();
+    await pg?.stop();
     process.removeListener('SIGINT', cleanup);
     await rm(root, { recursive: true, force: true });
   }

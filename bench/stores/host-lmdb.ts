@@ -16,11 +16,10 @@
 
 import { mkdirSync } from 'node:fs';
 import type { CommitBatch } from '../../lib/host/batch.js';
-import { HostStoreError } from '../../lib/host/errors.js';
+import { belowFirstRow } from '../../lib/host/guards.js';
 import type { AcquireMode, FenceGrant, HeadPage, ListedHead, Row, ScopeKind, ScopeRef, VersionedHead } from '../../lib/host/types.js';
 import { PeerHostBase, type PeerHostOptions } from './host-peer-base.js';
 import {
-  bootId,
   decodeFence,
   decodeScopeMeta,
   encodeFence,
@@ -28,6 +27,7 @@ import {
   planAcquire,
   planCommit,
   planRenew,
+  readBootId,
   type FenceRecord,
   type ScopeMeta,
 } from './host-plan.js';
@@ -59,10 +59,11 @@ export class LmdbHostStore extends PeerHostBase {
   readonly #scopes: LmdbDatabase;
   readonly #rows: LmdbDatabase;
   readonly #meta: LmdbDatabase;
-  readonly #boot = bootId();
+  readonly #boot: string;
 
-  constructor(root: LmdbRoot, options: PeerHostOptions) {
+  constructor(root: LmdbRoot, boot: string, options: PeerHostOptions) {
     super('lmdb', options);
+    this.#boot = boot;
     this.#root = root;
     this.#scopes = root.openDB({ name: 'scopes', encoding: 'binary', keyEncoding: 'binary' });
     this.#rows = root.openDB({ name: 'rows', encoding: 'binary', keyEncoding: 'binary' });
@@ -151,7 +152,7 @@ export class LmdbHostStore extends PeerHostBase {
     this.#fresh();
     const m = this.#scope(scope);
     if (m === null || m.deleted) return [];
-    if (from < m.first) throw HostStoreError.invalid(`row ${from} is below the first visible row ${m.first}`, { first: m.first });
+    if (from < m.first) throw belowFirstRow(from, m.first);
     if (limit === 0 || from >= m.end) return [];
     const key = scopeKeyBytes(scope.kind, scope.name);
     const rows: Row[] = [];
@@ -186,5 +187,5 @@ export class LmdbHostStore extends PeerHostBase {
 export async function openLmdbHostStore(lmdb: LmdbModule, dir: string, options: PeerHostOptions = {}): Promise<LmdbHostStore> {
   mkdirSync(dir, { recursive: true });
   const root = lmdb.open({ path: dir, maxDbs: 8, overlappingSync: false, cache: false, compression: false });
-  return new LmdbHostStore(root, options);
+  return new LmdbHostStore(root, await readBootId(), options);
 }

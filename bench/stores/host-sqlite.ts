@@ -1,5 +1,5 @@
 // The Host Store SPI on better-sqlite3: a peer for `seglog bench stores`, built as a careful user
-// of SQLite would build it (seed 000, "Mapping Onto A Database: a transactional database").
+// of SQLite would build it (docs/contracts/host-store.md, "Two shapes of backend": a transactional database").
 //
 // Owns: `openSqliteHostStore`. Guarantees: one database file per realm in WAL mode with
 // `synchronous=FULL` (a commit is durable when its transaction returns: SQLite fsyncs the WAL at
@@ -13,10 +13,10 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { CommitBatch } from '../../lib/host/batch.js';
-import { HostStoreError } from '../../lib/host/errors.js';
+import { belowFirstRow } from '../../lib/host/guards.js';
 import type { AcquireMode, FenceGrant, HeadPage, Row, ScopeKind, ScopeRef, VersionedHead } from '../../lib/host/types.js';
 import { PeerHostBase, type PeerHostOptions } from './host-peer-base.js';
-import { bootId, planAcquire, planCommit, planRenew, type FenceRecord, type ScopeMeta } from './host-plan.js';
+import { planAcquire, planCommit, planRenew, readBootId, type FenceRecord, type ScopeMeta } from './host-plan.js';
 import type { SqliteConstructor, SqliteDatabase, SqliteStatement } from './peers.js';
 
 const SCHEMA = `
@@ -47,14 +47,15 @@ interface ScopeRow {
 
 export class SqliteHostStore extends PeerHostBase {
   readonly #db: SqliteDatabase;
-  readonly #boot = bootId();
+  readonly #boot: string;
   readonly #s: Record<
     'fence' | 'setFence' | 'scope' | 'upsertScope' | 'removeRows' | 'insertRow' | 'list' | 'listFirst' | 'rows',
     SqliteStatement
   >;
 
-  constructor(db: SqliteDatabase, options: PeerHostOptions) {
+  constructor(db: SqliteDatabase, boot: string, options: PeerHostOptions) {
     super('sqlite', options);
+    this.#boot = boot;
     this.#db = db;
     this.#s = {
       fence: db.prepare('SELECT token, holder, lease_until AS leaseUntil, boot FROM fence WHERE id = 1'),
@@ -118,7 +119,7 @@ export class SqliteHostStore extends PeerHostBase {
   protected async doReadRows(scope: ScopeRef, from: number, limit: number): Promise<Row[]> {
     const m = this.#meta(scope);
     if (m === null || m.deleted) return [];
-    if (from < m.first) throw invalidRow(from, m.first);
+    if (from < m.first) throw belowFirstRow(from, m.first);
     if (limit === 0) return [];
     const rows = this.#s.rows.all(scope.kind, scope.name, from, limit) as { idx: number; data: Buffer }[];
     return rows.map((r) => ({ index: r.idx, data: new Uint8Array(r.data) }));
@@ -144,10 +145,6 @@ export class SqliteHostStore extends PeerHostBase {
   }
 }
 
-function invalidRow(from: number, first: number): HostStoreError {
-  return HostStoreError.invalid(`row ${from} is below the first visible row ${first}`, { first });
-}
-
 /** Opens (creating) the realm in `dir`: one SQLite database, WAL, synchronous=FULL. */
 export async function openSqliteHostStore(Sqlite: SqliteConstructor, dir: string, options: PeerHostOptions = {}): Promise<SqliteHostStore> {
   mkdirSync(dir, { recursive: true });
@@ -156,5 +153,5 @@ export async function openSqliteHostStore(Sqlite: SqliteConstructor, dir: string
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = FULL');
   db.exec(SCHEMA);
-  return new SqliteHostStore(db, options);
+  return new SqliteHostStore(db, await readBootId(), options);
 }

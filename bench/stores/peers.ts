@@ -88,7 +88,7 @@ export function peersDir(): string {
   return path.resolve('bench', 'peers');
 }
 
-export const INSTALL_HINT = 'install them with `npm run bench:peers` (that is `npm --prefix bench/peers ci`; better-sqlite3 builds from source: about 2 minutes)';
+export const INSTALL_HINT = `install them with \`npm --prefix ${path.relative(process.cwd(), peersDir()) || '.'} ci\` (in a clone: \`npm run bench:peers\`; better-sqlite3 builds from source: about 2 minutes)`;
 
 function versionOf(dir: string, name: string): string {
   const text = readFileSync(path.join(dir, 'node_modules', name, 'package.json'), 'utf8');

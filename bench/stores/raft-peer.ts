@@ -1,4 +1,4 @@
-// The Raft log store (openraft v2's RaftLogStorage, API.md) on a peer database: the part both peers
+// The Raft log store (openraft v2's RaftLogStorage, docs/contracts/raft-store.md) on a peer database: the part both peers
 // share, over a small backend interface that each peer implements in one transaction per call.
 //
 // Owns: `PeerRaftLog` and the `RaftBackend` it drives. Guarantees: the rules of

@@ -6,11 +6,18 @@
 export const STORES_SECTION_IDS: readonly string[] = [
   'host-commits',
   'host-open',
+  'host-pg',
   'raft-appends',
   'raft-1mib',
   'raft-open',
   'raft-snapshot-rss',
   'payload-put',
+  'payload-put-large',
   'payload-get',
+  'payload-get-large',
+  'payload-put-concurrent-1mib',
+  'payload-put-concurrent',
+  'payload-get-concurrent-1mib',
+  'payload-get-concurrent',
   'payload-rss',
 ];

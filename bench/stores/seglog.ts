@@ -2,7 +2,7 @@
 //
 // Owns: `loadSeglogStores`, which finds `openFsHostStore`, `openRaftNode` and `openPayloadStore`
 // in the compiled package (dist/lib/index.js) and answers, for each, either the function or why it
-// is not there. Guarantees: the stores are driven only through the shapes of API.md; a store that
+// is not there. Guarantees: the stores are driven only through the shapes of docs/contracts/; a store that
 // is not built yet is reported as "NOT MEASURED (store not built)", never replaced by a stand-in
 // (the in-memory reference stores are used by the tests of the harness only).
 
@@ -18,7 +18,7 @@ export interface SeglogRaftNode {
   close(): Promise<void>;
 }
 
-/** The payload store as the benchmark uses it (API.md, "Payload store"). */
+/** The payload store as the benchmark uses it (docs/contracts/raft-store.md, "The TypeScript shapes"). */
 export interface SeglogPayloadStore {
   put(body: AsyncIterable<Uint8Array>, options?: { maxBytes?: number; expectedDigest?: string }): Promise<{ digest: string; size: number }>;
   get(digest: string): Promise<AsyncIterable<Uint8Array>>;
@@ -92,7 +92,7 @@ export async function loadSeglogStores(only?: Which): Promise<SeglogStores> {
       typeof raft.fn === 'function'
         ? {
             ok: true,
-            // The state machine's plugin: the key-value example the package ships (API.md).
+            // The state machine's plugin: the key-value example the package ships (docs/raft-store.md).
             open: (dir) => (raft.fn as (d: string, o: unknown) => Promise<SeglogRaftNode>)(dir, kvPlugin === undefined ? {} : { plugin: kvPlugin }),
           }
         : { ok: false, missing: raft.why },

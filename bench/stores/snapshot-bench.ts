@@ -1,4 +1,4 @@
-// The state behind the Raft snapshot memory benchmark (issue 4: "a 1 GiB snapshot streams through
+// The state behind the Raft snapshot memory benchmark (the target: "a 1 GiB snapshot streams through
 // build, install and read with resident memory growing by < 64 MiB").
 //
 // Owns: the generated key-value state (which keys, how large each value is, what its bytes are),

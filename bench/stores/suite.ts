@@ -1,8 +1,8 @@
 // `seglog bench stores`: the host store, the Raft log and the payload store beside their peers and
-// their raw floors, in one run (issues 3, 4, 5 and 7), and a large Raft snapshot under an RSS watch.
+// their raw floors, in one run, and a large Raft snapshot under an RSS watch.
 //
 // Owns: the run parameters (`storesConfig`), the section plans and measurements, and the targets
-// of issues 3, 4 and 5 judged from them (`collectStoreTargets`). Guarantees:
+// of the three stores judged from them (`collectStoreTargets`). Guarantees:
 // - every comparison is one section whose variants run interleaved round by round (runner.ts), with
 //   the raw baseline in the same rounds, and every ratio is paired by round;
 // - seglog, better-sqlite3 and lmdb get byte-identical input (workloads.ts);
@@ -18,7 +18,7 @@ import path from 'node:path';
 import { CommitBatch } from '../../lib/host/batch.js';
 import type { HostStore, ScopeRef } from '../../lib/host/types.js';
 import type { Progress } from '../harness/progress.js';
-import { bytesToMiB, checkTarget, measurement, ratioToBest, type Measurement, type SectionResult, type TargetCheck } from '../harness/report.js';
+import { bytesToMiB, checkTarget, measurement, ratioToBaseline, ratioToBest, type Measurement, type SectionResult, type TargetCheck } from '../harness/report.js';
 import { plannedMs, roundOrder, runSection, type SectionPlan, type Variant } from '../harness/runner.js';
 import { formatBytes, MIB } from '../harness/stats.js';
 import { sideBySide, type StoreImplementation } from '../harness/store-workload.js';
@@ -27,8 +27,9 @@ import { rawAppendVariant } from '../raw.js';
 import { payload } from '../rawfs.js';
 import { runChild, type ChildTask, type HostOpenResult, type PayloadRssResult, type RaftOpenResult } from './child.js';
 import { snapshotRssGrowth, type SnapshotRssResult } from './snapshot-bench.js';
+import { pgHostSection, type BenchPostgres } from './host-pg.js';
 import { IMPL_LABEL, type Available, type ImplName } from './impls.js';
-import { getVariant, putVariant, rawReadVariant, rawWriteFsyncVariant } from './payload-bench.js';
+import { getVariant, payloadBudget, putVariant, rawReadVariant, rawWriteFsyncVariant } from './payload-bench.js';
 import type { SeglogStores } from './seglog.js';
 import { appendDurably, hostCommitWorkload, normalEntry, raftAppendWorkload, type RaftNodeHandle } from './workloads.js';
 
@@ -41,15 +42,21 @@ export interface StoresConfig {
   budget: Budget;
   /** Bytes one run of a large-record variant may write. */
   maxBytesPerRun: number;
-  /** Scopes in the realm whose open is measured (issue 3 names 10,000). */
+  /** Scopes in the realm whose open is measured (the target is stated for 10,000). */
   realmScopes: number;
   /** Size of the Raft log whose cold open is measured. */
   logBytes: number;
   /** Size of one payload in the put/get sections. */
   payloadBytes: number;
-  /** Size of the payload whose RSS growth is measured (issue 5 names 1 GiB). */
+  /** Size of the payload of the large put/get sections (the seed's ordinary case is 33 MB). */
+  largePayloadBytes: number;
+  /** Workers at once in the concurrent payload sections (besides one). */
+  payloadConcurrency: readonly number[];
+  /** Bytes one run of a concurrent payload variant may move. */
+  concurrentBytesPerRun: number;
+  /** Size of the payload whose RSS growth is measured (the memory target is judged at 1 GiB). */
   bigPayloadBytes: number;
-  /** Value bytes of the Raft state whose snapshot's RSS growth is measured (issue 4 names 1 GiB). */
+  /** Value bytes of the Raft state whose snapshot's RSS growth is measured (the target is stated for 1 GiB). */
   snapshotBytes: number;
   /** Runs of each child-process measurement (at least 5). */
   childRuns: number;
@@ -81,6 +88,9 @@ export function storesConfig(root: string, quick: boolean, rounds: number, overr
         realmScopes: 1000,
         logBytes: 32 * MIB,
         payloadBytes: 4 * MIB,
+        largePayloadBytes: 8 * MIB,
+        payloadConcurrency: [4, 16],
+        concurrentBytesPerRun: 32 * MIB,
         bigPayloadBytes: 32 * MIB,
         snapshotBytes: 32 * MIB,
         childRuns: 5,
@@ -97,6 +107,9 @@ export function storesConfig(root: string, quick: boolean, rounds: number, overr
         realmScopes: 10_000,
         logBytes: 1024 * MIB,
         payloadBytes: 16 * MIB,
+        largePayloadBytes: 33 * MIB,
+        payloadConcurrency: [4, 16],
+        concurrentBytesPerRun: 128 * MIB,
         bigPayloadBytes: 1024 * MIB,
         snapshotBytes: 1024 * MIB,
         childRuns: 5,
@@ -109,6 +122,8 @@ export interface StoresDeps {
   seglog: SeglogStores;
   host: Available<HostStore>;
   raft: Available<RaftNodeHandle>;
+  /** The PostgreSQL server of the run (the host-pg section), or null when there is none. */
+  pg?: BenchPostgres | null;
 }
 
 function missingNotes(what: string, missing: Partial<Record<ImplName, string>>): string[] {
@@ -137,7 +152,7 @@ export function hostCommitSection(cfg: StoresConfig, impls: Available<HostStore>
   ];
   return {
     id: 'host-commits',
-    title: 'Host store commits, 300 B (issue 3)',
+    title: 'Host store commits, 300 B',
     description:
       'A commit is one CommitBatch that moves one scope to its next version with a new 100 B head and one appended ' +
       '200 B row (300 B in all), under the writer\'s fence token; it counts when `commit` resolved (durable). "One ' +
@@ -236,7 +251,7 @@ export async function hostOpenSection(cfg: StoresConfig, impls: Available<HostSt
   }
   return measurementSection({
     id: 'host-open',
-    title: `Opening a realm of ${n.toLocaleString('en-US')} scopes (issue 3)`,
+    title: `Opening a realm of ${n.toLocaleString('en-US')} scopes`,
     description:
       `A realm of ${n.toLocaleString('en-US')} scopes (each a 100 B head and one 200 B row; a tenth of them of kind "mob", ` +
       'the rest "session") is built once per implementation through the SPI. Then, in a new Node process, the store is ' +
@@ -269,6 +284,8 @@ async function childRunsOf<R>(
     for (const name of names) {
       onRun(name, 0);
       results.get(name)?.push(...(await runChild<R>(task(name, cfg.childRuns))));
+      // One child made every run: report the others too, so that progress counts them all.
+      for (let r = 1; r < cfg.childRuns; r++) onRun(name, r);
     }
   }
   return results;
@@ -317,7 +334,7 @@ export function raftAppendSection(cfg: StoresConfig, impls: Available<RaftNodeHa
   ];
   return {
     id: 'raft-appends',
-    title: 'Raft log appends, 256 B entries (issue 4)',
+    title: 'Raft log appends, 256 B entries',
     description:
       'An operation is one `append([entry], onFlushed)` of one entry with 256 B of data, counted when the promise ' +
       'resolved AND onFlushed fired with null (durable). "One per append": one appender. "64 in flight": 64 appenders ' +
@@ -338,7 +355,7 @@ export function raftLargeSection(cfg: StoresConfig, impls: Available<RaftNodeHan
   const budget = { maxOps: Math.max(8, Math.floor(cfg.maxBytesPerRun / MIB)) };
   return {
     id: 'raft-1mib',
-    title: 'Raft log appends, 1 MiB entries (issue 4)',
+    title: 'Raft log appends, 1 MiB entries',
     description:
       'One appender; each append carries one entry with 1 MiB of data and counts once durable. The baseline writes ' +
       '1 MiB at the end of a growing file and fdatasyncs it. Before each run (untimed) the entries of the previous run ' +
@@ -435,7 +452,7 @@ export async function raftOpenSection(cfg: StoresConfig, impls: Available<RaftNo
   }
   return measurementSection({
     id: 'raft-open',
-    title: `Cold open of a ${formatBytes(cfg.logBytes)} Raft log (issues 4 and 7)`,
+    title: `Cold open of a ${formatBytes(cfg.logBytes)} Raft log`,
     description:
       `One group's log of ${formatBytes(cfg.logBytes)} (${entries.toLocaleString('en-US')} entries of 1 KiB) is built once per ` +
       'implementation. Then, in a new Node process, the node and the group are opened, ' +
@@ -475,7 +492,7 @@ export async function raftSnapshotRssSection(cfg: StoresConfig, seglog: SeglogSt
   const mibps = (ms: number, r: SnapshotRssResult): string => (bytesToMiB(r.snapshotBytes) / (ms / 1000)).toFixed(0);
   return measurementSection({
     id: 'raft-snapshot-rss',
-    title: `A ${formatBytes(cfg.snapshotBytes)} Raft snapshot through build, install and read (issue 4)`,
+    title: `A ${formatBytes(cfg.snapshotBytes)} Raft snapshot through build, install and read`,
     description:
       `In a new Node process, two Raft nodes are opened in new directories (a leader and a follower, group "g" on each). ` +
       `The leader's state is built through \`apply\`: ${first === undefined ? 'generated' : first.keys.toLocaleString('en-US')} ` +
@@ -546,19 +563,23 @@ function snapshotPlannedMs(cfg: StoresConfig): number {
 
 // ---- payloads ----
 
-export function payloadPutSection(cfg: StoresConfig, seglog: SeglogStores): SectionPlan | null {
+/** `put` beside raw write + fsync of the same bytes, one at a time. */
+export function payloadPutSection(cfg: StoresConfig, seglog: SeglogStores, large = false): SectionPlan | null {
   if (!seglog.payloads.ok) return null;
-  const dir = path.join(cfg.root, 'payload-put');
+  const id = large ? 'payload-put-large' : 'payload-put';
+  const bytes = large ? cfg.largePayloadBytes : cfg.payloadBytes;
+  const dir = path.join(cfg.root, id);
+  const budget = payloadBudget(bytes, 1, cfg.maxBytesPerRun);
   return {
-    id: 'payload-put',
-    title: `Payload put, ${formatBytes(cfg.payloadBytes)} payloads (issue 5)`,
+    id,
+    title: `Payload put, ${formatBytes(bytes)} payloads`,
     description:
-      `One writer. seglog's \`put\` streams a generated ${formatBytes(cfg.payloadBytes)} body in 1 MiB chunks and resolves ` +
-      'once the payload is durable (hashed, written to a temporary file, synced, renamed, directory synced). The ' +
+      `One writer. seglog's \`put\` streams a generated ${formatBytes(bytes)} body in 1 MiB chunks and resolves ` +
+      'once the payload is durable (framed, hashed, written to a temporary file, synced, linked under its digest, directory synced). The ' +
       'baseline writes the same bytes to a new file with 1 MiB writes and fsyncs it. Each run starts with an empty store.',
     variants: [
-      rawWriteFsyncVariant({ id: 'raw-write-fsync', dir: path.join(dir, 'raw'), bytes: cfg.payloadBytes, maxBytesPerRun: cfg.maxBytesPerRun }),
-      putVariant({ id: 'put/seglog', dir: path.join(dir, 'seglog'), bytes: cfg.payloadBytes, maxBytesPerRun: cfg.maxBytesPerRun, open: seglog.payloads.open }),
+      rawWriteFsyncVariant({ id: 'raw-write-fsync', dir: path.join(dir, 'raw'), bytes, budget }),
+      putVariant({ id: 'put/seglog', dir: path.join(dir, 'seglog'), bytes, budget, open: seglog.payloads.open }),
     ],
     baseline: 'raw-write-fsync',
     rounds: cfg.rounds,
@@ -568,19 +589,24 @@ export function payloadPutSection(cfg: StoresConfig, seglog: SeglogStores): Sect
   };
 }
 
-export function payloadGetSection(cfg: StoresConfig, seglog: SeglogStores): SectionPlan | null {
+/** `get` beside a raw read of a file of the same size, one at a time. */
+export function payloadGetSection(cfg: StoresConfig, seglog: SeglogStores, large = false): SectionPlan | null {
   if (!seglog.payloads.ok) return null;
-  const dir = path.join(cfg.root, 'payload-get');
+  const id = large ? 'payload-get-large' : 'payload-get';
+  const bytes = large ? cfg.largePayloadBytes : cfg.payloadBytes;
+  const dir = path.join(cfg.root, id);
+  // Reads are cheap to repeat: twice the put's byte cap per run.
+  const budget = payloadBudget(bytes, 1, 2 * cfg.maxBytesPerRun);
   return {
-    id: 'payload-get',
-    title: `Payload get, ${formatBytes(cfg.payloadBytes)} payloads (issue 5)`,
+    id,
+    title: `Payload get, ${formatBytes(bytes)} payloads`,
     description:
-      `One reader. seglog's \`get\` streams a stored ${formatBytes(cfg.payloadBytes)} payload to its end, verifying each ` +
-      'chunk. The baseline reads a file of the same size with 1 MiB reads, each into a new buffer. Both are served from ' +
+      `One reader. seglog's \`get\` streams a stored ${formatBytes(bytes)} payload to its end, verifying each ` +
+      'chunk (and the digest before the last one). The baseline reads a file of the same size with 1 MiB reads, each into a new buffer. Both are served from ' +
       'the page cache (written moments before).',
     variants: [
-      rawReadVariant({ id: 'raw-read', dir: path.join(dir, 'raw'), bytes: cfg.payloadBytes }),
-      getVariant({ id: 'get/seglog', dir: path.join(dir, 'seglog'), bytes: cfg.payloadBytes, open: seglog.payloads.open }),
+      rawReadVariant({ id: 'raw-read', dir: path.join(dir, 'raw'), bytes, budget }),
+      getVariant({ id: 'get/seglog', dir: path.join(dir, 'seglog'), bytes, budget, open: seglog.payloads.open }),
     ],
     baseline: 'raw-read',
     rounds: cfg.rounds,
@@ -588,6 +614,86 @@ export function payloadGetSection(cfg: StoresConfig, seglog: SeglogStores): Sect
     slices: cfg.slices,
     budget: cfg.budget,
   };
+}
+
+/** The concurrent payload sections: which operation, at which payload size. */
+export interface ConcurrentPayloadSection {
+  id: string;
+  op: 'put' | 'get';
+  bytes: number;
+}
+
+export function concurrentPayloadSections(cfg: StoresConfig): ConcurrentPayloadSection[] {
+  return [
+    { id: 'payload-put-concurrent-1mib', op: 'put', bytes: MIB },
+    { id: 'payload-put-concurrent', op: 'put', bytes: cfg.payloadBytes },
+    { id: 'payload-get-concurrent-1mib', op: 'get', bytes: MIB },
+    { id: 'payload-get-concurrent', op: 'get', bytes: cfg.payloadBytes },
+  ];
+}
+
+/** Variant ids of a concurrent payload section. */
+export function concurrentVariantId(kind: 'raw' | 'seglog', op: 'put' | 'get', concurrency: number): string {
+  return kind === 'raw' ? `raw-${op === 'put' ? 'write-fsync' : 'read'}-x${concurrency}` : `${op}-x${concurrency}/seglog`;
+}
+
+/**
+ * `put` (or `get`) one at a time and N at once, each beside raw I/O at the same concurrency.
+ * Ratios are to one seglog operation at a time: how the store scales with concurrent callers.
+ */
+export function concurrentPayloadSection(cfg: StoresConfig, seglog: SeglogStores, which: ConcurrentPayloadSection): SectionPlan | null {
+  if (!seglog.payloads.ok) return null;
+  const open = seglog.payloads.open;
+  const { id, op, bytes } = which;
+  const dir = path.join(cfg.root, id);
+  const variants: Variant[] = [];
+  for (const concurrency of [1, ...cfg.payloadConcurrency]) {
+    const budget = payloadBudget(bytes, concurrency, cfg.concurrentBytesPerRun);
+    const rawId = concurrentVariantId('raw', op, concurrency);
+    const ownId = concurrentVariantId('seglog', op, concurrency);
+    const o = { bytes, concurrency, budget };
+    variants.push(
+      op === 'put'
+        ? rawWriteFsyncVariant({ ...o, id: rawId, dir: path.join(dir, rawId) })
+        : rawReadVariant({ ...o, id: rawId, dir: path.join(dir, rawId) }),
+      op === 'put'
+        ? putVariant({ ...o, id: ownId, dir: path.join(dir, 'seglog', String(concurrency)), open })
+        : getVariant({ ...o, id: ownId, dir: path.join(dir, 'seglog', String(concurrency)), open }),
+    );
+  }
+  const atOnce = cfg.payloadConcurrency.join(' and ');
+  return {
+    id,
+    title: `Payload ${op}, ${formatBytes(bytes)} payloads, one and ${atOnce} at once`,
+    description:
+      (op === 'put'
+        ? `N workers each put generated ${formatBytes(bytes)} bodies back to back (every put a new payload, durable when it resolves); ` +
+          'raw: N workers each write the same bytes to a new file with 1 MiB writes and fsync it. Each run starts with an empty store.'
+        : `N workers each get their own stored ${formatBytes(bytes)} payload, streamed to its end and verified, back to back; ` +
+          'raw: N workers each read their own file of the same size with 1 MiB reads into new buffers. Both from the page cache.') +
+      ` MiB/s counts every worker's bytes. Ratios are to seglog's ${op} one at a time (how it scales with callers at once); ` +
+      'the notes give each row of seglog against raw at the same concurrency, paired by round.',
+    variants,
+    baseline: concurrentVariantId('seglog', op, 1),
+    rounds: cfg.rounds,
+    warmupRounds: cfg.warmupRounds,
+    // Whole runs: a slice must still hold at least two operations per worker.
+    slices: 1,
+    budget: cfg.budget,
+  };
+}
+
+/** The notes of a concurrent payload section: seglog against raw at each concurrency, paired by round. */
+export function concurrentPayloadNotes(section: SectionResult, cfg: StoresConfig, op: 'put' | 'get'): string[] {
+  const out: string[] = [];
+  for (const concurrency of [1, ...cfg.payloadConcurrency]) {
+    const own = section.variants.find((v) => v.id === concurrentVariantId('seglog', op, concurrency));
+    const base = section.variants.find((v) => v.id === concurrentVariantId('raw', op, concurrency));
+    if (own === undefined || base === undefined) continue;
+    const r = ratioToBaseline(own.runs, base.runs);
+    out.push(`${op}, ${concurrency === 1 ? 'one at a time' : `${concurrency} at once`}, against raw at the same concurrency: ${r.median.toFixed(2)}× (${r.min.toFixed(2)}–${r.max.toFixed(2)}).`);
+  }
+  return out;
 }
 
 export async function payloadRssSection(cfg: StoresConfig, seglog: SeglogStores, progress?: Progress): Promise<SectionResult | null> {
@@ -612,7 +718,7 @@ export async function payloadRssSection(cfg: StoresConfig, seglog: SeglogStores,
   const mibps = (ms: number): number => cfg.bigPayloadBytes / MIB / (ms / 1000);
   return measurementSection({
     id: 'payload-rss',
-    title: `A ${formatBytes(cfg.bigPayloadBytes)} payload in and out (issue 5)`,
+    title: `A ${formatBytes(cfg.bigPayloadBytes)} payload in and out`,
     description:
       `In a new Node process, seglog's payload store is opened (in a new, empty directory), a generated ${formatBytes(cfg.bigPayloadBytes)} body ` +
       'is put (1 MiB chunks), then got and streamed to its end. Resident memory is sampled at every chunk and every ' +
@@ -646,8 +752,12 @@ function measured(sections: readonly SectionResult[], sectionId: string, id: str
   return sections.find((s) => s.id === sectionId)?.measurements.find((m) => m.id === id);
 }
 
-/** Every target of issues 3, 4 and 5, judged from this run (null, with the reason, where not measured). */
-export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pick<StoresConfig, 'realmScopes' | 'bigPayloadBytes' | 'snapshotBytes'>, why: { host: string | null; raft: string | null; payloads: string | null; peers: string | null }): TargetCheck[] {
+/** Every target of the host, Raft and payload stores, judged from this run (null, with the reason, where not measured). */
+export function collectStoreTargets(
+  sections: readonly SectionResult[],
+  cfg: Pick<StoresConfig, 'realmScopes' | 'bigPayloadBytes' | 'snapshotBytes' | 'payloadBytes' | 'largePayloadBytes'>,
+  why: { host: string | null; raft: string | null; payloads: string | null; peers: string | null; pg?: string | null },
+): TargetCheck[] {
   const notMeasured = (w: string | null, fallback: string): string => w ?? fallback;
   const hostOne = variant(sections, 'host-commits', 'host-1/seglog');
   const host200 = variant(sections, 'host-commits', 'host-200/seglog');
@@ -661,10 +771,25 @@ export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pic
   const rssJudged = cfg.bigPayloadBytes >= 1024 * MIB;
   const snapshot = measured(sections, 'raft-snapshot-rss', 'raft-snapshot-rss-growth/seglog');
   const snapshotJudged = cfg.snapshotBytes >= 1024 * MIB;
+  const vsPgbench = (clients: 1 | 200): TargetCheck => {
+    const store = variant(sections, 'host-pg', `pg-${clients}/pg`);
+    const pgbench = variant(sections, 'host-pg', `pgbench-${clients}`);
+    const ratio = store !== undefined && pgbench !== undefined ? ratioToBest(store.runs, [pgbench.runs]) : null;
+    return checkTarget({
+      id: `host-pg-vs-pgbench-${clients}`,
+      source: 'the PostgreSQL host store',
+      description: `PostgreSQL host store: ${clients === 1 ? 'one writer' : '200 writers'}, 300 B commits, as a ratio to pgbench's script of the same writes at ${clients} client${clients === 1 ? '' : 's'} on the same server`,
+      comparator: '>=',
+      threshold: 0.7,
+      unit: '× pgbench',
+      measured: ratio?.median ?? null,
+      note: ratio === null ? (why.pg ?? 'NOT MEASURED (the host-pg section did not run)') : `median of per-round ratios (${ratio.min.toFixed(2)}–${ratio.max.toFixed(2)})`,
+    });
+  };
   return [
     checkTarget({
       id: 'host-one-scope',
-      source: 'issue 3',
+      source: 'host store',
       description: 'host store: one writer on one scope, as a ratio to raw write + fdatasync',
       comparator: '>=',
       threshold: 0.9,
@@ -674,7 +799,7 @@ export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pic
     }),
     checkTarget({
       id: 'host-200-scopes-vs-peers',
-      source: 'issue 3',
+      source: 'host store',
       description: 'host store: 200 scopes at once, as a ratio to the faster of better-sqlite3 and lmdb in the same round',
       comparator: '>=',
       threshold: 1,
@@ -690,7 +815,7 @@ export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pic
     checkTarget(
       {
         id: 'host-open-10k-scopes',
-        source: 'issue 3',
+        source: 'host store',
         description: 'host store: open a realm of 10,000 scopes (open + list every head, fresh process)',
         comparator: '<',
         threshold: 1000,
@@ -705,9 +830,11 @@ export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pic
       },
       openJudged,
     ),
+    vsPgbench(1),
+    vsPgbench(200),
     checkTarget({
       id: 'raft-one-per-append',
-      source: 'issue 4',
+      source: 'Raft store',
       description: 'Raft log: 256 B entries one per append, as a ratio to raw write + fdatasync',
       comparator: '>=',
       threshold: 0.9,
@@ -717,7 +844,7 @@ export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pic
     }),
     checkTarget({
       id: 'raft-1mib-bandwidth',
-      source: 'issue 4',
+      source: 'Raft store',
       description: 'Raft log: 1 MiB appends, as a ratio to raw sequential write + fdatasync bandwidth',
       comparator: '>=',
       threshold: 0.8,
@@ -728,7 +855,7 @@ export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pic
     checkTarget(
       {
         id: 'raft-snapshot-1gib-rss',
-        source: 'issue 4',
+        source: 'Raft store',
         description: 'Raft: resident memory growth for a 1 GiB snapshot through build, install and read',
         comparator: '<',
         threshold: 64,
@@ -746,7 +873,7 @@ export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pic
     checkTarget(
       {
         id: 'payload-1gib-rss',
-        source: 'issue 5',
+        source: 'payload store',
         description: 'payloads: resident memory growth for a 1 GiB payload in and out',
         comparator: '<',
         threshold: 64,
@@ -761,15 +888,71 @@ export function collectStoreTargets(sections: readonly SectionResult[], cfg: Pic
       },
       rssJudged,
     ),
+    ...payloadSpeedTargets(sections, cfg, notMeasured(why.payloads, 'not measured')),
   ];
 }
 
-/** The run-time target of issue 7 for this command (not judged when `--only` left sections out). */
+/**
+ * The payload store's speed against raw I/O (put and get at 16 MiB and at the seed's 33 MB case)
+ * and how puts scale with callers at once; judged only at those sizes.
+ */
+function payloadSpeedTargets(sections: readonly SectionResult[], cfg: Pick<StoresConfig, 'payloadBytes' | 'largePayloadBytes'>, why: string): TargetCheck[] {
+  const vsRaw = (sectionId: string, variantId: string, what: string, bytes: number, wanted: number, rawLabel: string): TargetCheck => {
+    const v = variant(sections, sectionId, variantId);
+    const judged = bytes >= wanted;
+    return checkTarget(
+      {
+        id: `${sectionId}-vs-raw`,
+        source: 'payload store',
+        description: `payloads: ${what} of ${formatBytes(wanted)}, as a ratio to ${rawLabel}`,
+        comparator: '>=',
+        threshold: 0.8,
+        unit: '× raw',
+        measured: v?.ratio?.recordsPerSec.median ?? null,
+        note:
+          v === undefined
+            ? why
+            : judged
+              ? `median of ratios paired by round (${(v.ratio?.recordsPerSec.min ?? 0).toFixed(2)}–${(v.ratio?.recordsPerSec.max ?? 0).toFixed(2)})`
+              : `measured with ${formatBytes(bytes)}, not ${formatBytes(wanted)}: not judged`,
+      },
+      judged,
+    );
+  };
+  const four = variant(sections, 'payload-put-concurrent', concurrentVariantId('seglog', 'put', 4));
+  const fourJudged = cfg.payloadBytes >= 16 * MIB;
+  return [
+    vsRaw('payload-put', 'put/seglog', 'put', cfg.payloadBytes, 16 * MIB, 'raw write + fsync of a new file'),
+    vsRaw('payload-put-large', 'put/seglog', 'put', cfg.largePayloadBytes, 33 * MIB, 'raw write + fsync of a new file'),
+    vsRaw('payload-get', 'get/seglog', 'get', cfg.payloadBytes, 16 * MIB, 'raw read of a file of the same size'),
+    vsRaw('payload-get-large', 'get/seglog', 'get', cfg.largePayloadBytes, 33 * MIB, 'raw read of a file of the same size'),
+    checkTarget(
+      {
+        id: 'payload-4-puts-vs-one',
+        source: 'payload store',
+        description: 'payloads: 4 puts of 16 MiB at once, MiB/s as a ratio to one put at a time',
+        comparator: '>=',
+        threshold: 1.5,
+        unit: '× one put',
+        measured: four?.ratio?.recordsPerSec.median ?? null,
+        note:
+          four === undefined
+            ? why
+            : fourJudged
+              ? `median of ratios paired by round (${(four.ratio?.recordsPerSec.min ?? 0).toFixed(2)}–${(four.ratio?.recordsPerSec.max ?? 0).toFixed(2)})`
+              : `measured with ${formatBytes(cfg.payloadBytes)}, not 16 MiB: not judged`,
+      },
+      fourJudged,
+    ),
+  ];
+}
+
+/** The run-time target of this command (not judged when `--only` left sections out). */
 export function durationTarget(quick: boolean, durationMs: number, partial = false): TargetCheck {
   return checkTarget(
     {
       id: quick ? 'stores-quick-under-60s' : 'stores-full-under-10min',
-      source: 'issue 7',
+      source: 'bench stores',
       description: `\`seglog bench stores${quick ? ' --quick' : ''}\` runs end to end`,
       comparator: '<',
       threshold: quick ? 60 : 600,
@@ -790,11 +973,23 @@ export interface StoresRun {
   notes: string[];
 }
 
+/** The one-at-a-time payload sections this run includes, in report order. */
+function payloadPlans(cfg: StoresConfig, seglog: SeglogStores): SectionPlan[] {
+  const run = (id: string): boolean => runsSection(cfg, id);
+  const plans = [
+    run('payload-put') ? payloadPutSection(cfg, seglog) : null,
+    run('payload-put-large') ? payloadPutSection(cfg, seglog, true) : null,
+    run('payload-get') ? payloadGetSection(cfg, seglog) : null,
+    run('payload-get-large') ? payloadGetSection(cfg, seglog, true) : null,
+  ];
+  return plans.filter((p): p is SectionPlan => p !== null);
+}
+
 /** Plans, runs and measures every section of `seglog bench stores`, in report order. */
 export async function runStores(cfg: StoresConfig, deps: StoresDeps, progress?: Progress): Promise<StoresRun> {
   const notes: string[] = [];
   const sections: SectionResult[] = [];
-  // Each section says how long it took, set-up and builds included (issue 7 bounds the whole run).
+  // Each section says how long it took, set-up and builds included (a target bounds the whole run).
   const timed = async (f: () => Promise<SectionResult | null>): Promise<void> => {
     const t0 = nowNs();
     const section = await f();
@@ -805,14 +1000,24 @@ export async function runStores(cfg: StoresConfig, deps: StoresDeps, progress?: 
   const run = (id: string): boolean => runsSection(cfg, id);
   if (run('host-commits')) await timed(() => runSection(hostCommitSection(cfg, deps.host), progress));
   if (run('host-open') && deps.host.available.length > 0) await timed(() => hostOpenSection(cfg, deps.host, progress));
+  const pg = deps.pg ?? null;
+  // host-pg runs whole seconds of pgbench per variant and round: in a --quick run only when --only names it.
+  const runPg = run('host-pg') && pg !== null && (!cfg.quick || cfg.only !== undefined);
+  if (runPg) await timed(() => runSection(pgHostSection(cfg, pg), progress));
   if (run('raft-appends')) await timed(() => runSection(raftAppendSection(cfg, deps.raft), progress));
   if (run('raft-1mib')) await timed(() => runSection(raftLargeSection(cfg, deps.raft), progress));
   if (run('raft-open') && deps.raft.available.length > 0) await timed(() => raftOpenSection(cfg, deps.raft, progress));
   if (run('raft-snapshot-rss')) await timed(() => raftSnapshotRssSection(cfg, deps.seglog, progress));
-  const put = run('payload-put') ? payloadPutSection(cfg, deps.seglog) : null;
-  const get = run('payload-get') ? payloadGetSection(cfg, deps.seglog) : null;
-  if (put !== null) await timed(() => runSection(put, progress));
-  if (get !== null) await timed(() => runSection(get, progress));
+  for (const plan of payloadPlans(cfg, deps.seglog)) await timed(() => runSection(plan, progress));
+  for (const which of concurrentPayloadSections(cfg)) {
+    const plan = run(which.id) ? concurrentPayloadSection(cfg, deps.seglog, which) : null;
+    if (plan === null) continue;
+    await timed(async () => {
+      const section = await runSection(plan, progress);
+      section.notes.push(...concurrentPayloadNotes(section, cfg, which.op));
+      return section;
+    });
+  }
   if (run('payload-rss')) await timed(() => payloadRssSection(cfg, deps.seglog, progress));
   if (cfg.only !== undefined) notes.push(`Only these sections ran (--only): ${cfg.only.join(', ')}.`);
   return { sections, notes };
@@ -823,12 +1028,14 @@ export function plannedStoresMs(cfg: StoresConfig, deps: StoresDeps): number {
   const run = (id: string): boolean => runsSection(cfg, id);
   const plans: SectionPlan[] = [];
   if (run('host-commits')) plans.push(hostCommitSection(cfg, deps.host));
+  if (run('host-pg') && deps.pg && (!cfg.quick || cfg.only !== undefined)) plans.push(pgHostSection(cfg, deps.pg));
   if (run('raft-appends')) plans.push(raftAppendSection(cfg, deps.raft));
   if (run('raft-1mib')) plans.push(raftLargeSection(cfg, deps.raft));
-  const put = run('payload-put') ? payloadPutSection(cfg, deps.seglog) : null;
-  const get = run('payload-get') ? payloadGetSection(cfg, deps.seglog) : null;
-  if (put !== null) plans.push(put);
-  if (get !== null) plans.push(get);
+  plans.push(...payloadPlans(cfg, deps.seglog));
+  for (const which of concurrentPayloadSections(cfg)) {
+    const plan = run(which.id) ? concurrentPayloadSection(cfg, deps.seglog, which) : null;
+    if (plan !== null) plans.push(plan);
+  }
   const sectionsMs = plans.reduce((t, p) => t + plannedMs(p), 0);
   const buildsMs =
     (run('host-open') ? deps.host.available.length * (cfg.realmScopes * 0.2 + cfg.childRuns * 500) : 0) +

@@ -1,4 +1,4 @@
-// The store workloads of `seglog bench stores`, written once against the interfaces of API.md and
+// The store workloads of `seglog bench stores`, written once against the interfaces of docs/contracts/ and
 // run against seglog and its peers side by side (bench/harness/store-workload.ts).
 //
 // Owns: the host-store commit workload, the Raft append workload, the Raft "node" handle the

@@ -1,7 +1,7 @@
-// Conformance: the host store chapter of the Host Store SPI (seed 000, Conformance), for node:test.
+// Conformance: the host store chapter of the Host Store SPI (docs/contracts/host-store.md, section 12), for node:test.
 //
 // Owns: `hostStoreConformance(makeFactory, options?)`, which registers one node:test `describe`
-// block with a test for each row of the seed's conformance chapter, the limits, every INVALID case
+// block with a test for each row of the contract's conformance chapter, the limits, every INVALID case
 // and each obligation a test can observe. Guarantees: it speaks to a store only through the six
 // HostStore operations plus the factory below, so any store (the memory reference store, the fs
 // store, a user's) runs it unchanged; where an obligation may be met at commit or at load it

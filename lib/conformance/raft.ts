@@ -3,7 +3,7 @@
 // Owns: `raftStorageConformance(builder, options?)`, which registers node:test tests (it calls
 // `describe` and `test` itself). The tests are a port of openraft 0.9's `Suite::test_all` (all 35,
 // named as in openraft), openraft 0.10's additions (a reader sees later appends; truncation in the
-// middle), and seglog's own checks of the rules API.md adds (the flush callback, call order, input
+// middle), and seglog's own checks of the rules docs/contracts/raft-store.md adds (the flush callback, call order, input
 // validation, snapshots while applying, installs that replace state). With `reopen` (the default)
 // every test runs a second time with the store closed and reopened at each checkpoint — after the
 // writes whose effect must survive — so the same assertions also check durability.
@@ -490,7 +490,7 @@ single('openraft 0.9', 'get_initial_state_re_apply_committed', async (s, ctx) =>
   await apply(s.sm, [blank(1, 2)]);
   await s.log.saveCommitted(lid(1, 4));
   await s.reopen();
-  // openraft skips the rest for a store that does not keep `committed`; seed 002 §2.3 requires it.
+  // openraft skips the rest for a store that does not keep `committed`; docs/contracts/raft-store.md (saveCommitted) requires it.
   assert.deepEqual(await s.log.readCommitted(), lid(1, 4), 'the store keeps the committed id');
 
   const initial = await getInitialState(s.log, s.sm);
@@ -751,7 +751,7 @@ single('openraft 0.10', 'delete_logs_after_5', async (s, ctx) => {
   assert.deepEqual((await logIds(s.log, 5, 100)), [lid(1, 5), lid(2, 6)]);
 });
 
-// --- seglog: the rules API.md and seed 002 add -------------------------------------------------
+// --- seglog: the rules the Raft store contract adds ---------------------------------------------
 
 single('seglog', 'append_flush_callback_not_held_back', async (s, ctx) => {
   // Each append's callback fires without any later append (openraft 0.9 waits for it before the

@@ -4,7 +4,7 @@
 // Owns: `checkAckAfterSync`. It walks the trace once, keeping per file the writes and truncates
 // not yet covered by a datasync/sync of that file, and per directory the entry changes (create,
 // mkdir, rename = unlink + link, link, unlink, rmdir) not yet covered by a syncDir of that
-// directory. Guarantees, for the model of LESSONS.md:
+// directory. Guarantees, for the model of docs/crash-testing.md:
 // - at each acknowledgement marker it reports every operation the marker depends on (by default:
 //   every operation before it) that a crash right then could still lose. No report means every
 //   crash state after the marker holds all of them, so no crash can undo what was acknowledged.

@@ -2,7 +2,7 @@
 //
 // Owns: `ReplayModel`, which walks a MemoryFs trace from its initial image and keeps, per file,
 // the durable bytes and the unsynced writes/truncates since its last sync, and per directory the
-// durable entries and the unsynced entry changes since its last syncDir (LESSONS.md: a file sync
+// durable entries and the unsynced entry changes since its last syncDir (docs/crash-testing.md, "The model": a file sync
 // covers only that file's data, a directory sync only that directory's entries; a rename is an
 // unlink of the old name plus a link of the new one). It builds the disk image of any choice of
 // unsynced units to keep, with at most one write torn at a 512-byte sector boundary.

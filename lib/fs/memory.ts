@@ -406,15 +406,15 @@ const MESSAGES: Record<string, string> = {
   EDQUOT: 'disk quota exceeded',
 };
 
-/** A Node-style errno error. */
-export function errnoError(code: string, syscall: string, p: string, note?: string): NodeJS.ErrnoException {
+/** A Node-style errno error (its type spelled out, so that the published types need no @types/node). */
+export function errnoError(code: string, syscall: string, p: string, note?: string): Error & { code: string; syscall: string; path: string } {
   const err: NodeJS.ErrnoException = new Error(
     `${code}: ${MESSAGES[code] ?? 'error'}, ${syscall} '${p}'${note === undefined ? '' : ` (${note})`}`,
   );
   err.code = code;
   err.syscall = syscall;
   err.path = p;
-  return err;
+  return err as Error & { code: string; syscall: string; path: string };
 }
 
 // ---------------------------------------------------------------------------------------------

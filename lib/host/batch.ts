@@ -1,4 +1,4 @@
-// Host store: commit batches (seed 000, Batches and Limits).
+// Host store: commit batches (docs/contracts/host-store.md, sections 3 and 4).
 //
 // Owns: `CommitBatch`, the only shape a host store commits, and every well-formedness rule that can
 // be judged without the store's state. Guarantees: a CommitBatch that exists is well formed; it

@@ -8,7 +8,7 @@
 import { SeglogError } from '../errors.js';
 import type { ScopeRef } from './types.js';
 
-/** The codes of the Host Store SPI's errors (seed 000, Errors). */
+/** The codes of the Host Store SPI's errors (docs/contracts/host-store.md, section 5). */
 export type HostStoreErrorCode = 'CONFLICT' | 'FENCED_OUT' | 'INDETERMINATE' | 'INVALID' | 'UNAVAILABLE' | 'HELD';
 
 const HOST_CODES: ReadonlySet<string> = new Set<HostStoreErrorCode>([
@@ -96,9 +96,9 @@ export class HostStoreError extends SeglogError {
     return new HostStoreError('UNAVAILABLE', detail, {}, { cause });
   }
 
-  /** An exclusive acquire found a live holder. */
+  /** An exclusive acquire found a live holder. The message rounds `remaining` up to a whole ms; the field keeps it exact. */
   static held(holder: string, remaining: number, token: number): HostStoreError {
-    return new HostStoreError('HELD', `the fence is held by ${holder} (token ${token}) for ${remaining} ms more`, {
+    return new HostStoreError('HELD', `the fence is held by ${holder} (token ${token}) for ${Math.ceil(remaining)} ms more`, {
       holder,
       remaining,
       token,

@@ -30,11 +30,7 @@ export { HostStoreError, isHostStoreError, type HostStoreErrorCode } from './err
 export { compareNames, isScopeName, isCommitId, isScopeKind } from './names.js';
 export { CommitBatch } from './batch.js';
 export { FenceTiming } from './timing.js';
-export {
-  MemoryHostRealm,
-  MemoryHostStore,
-  type MemoryHostRealmOptions,
-  type CommitStall,
-  type StallPoint,
-} from './memory.js';
+export { MemoryHostRealm, MemoryHostStore, type MemoryHostRealmOptions } from './memory.js';
+export type { CommitStall, StallPoint } from './stall.js';
 export { openFsHostStore, FsHostStore, type FsHostStoreOptions, type FsHostStoreHooks } from './fs/index.js';
+export { openPgHostStore, PgHostStore, type PgHostStoreOptions } from './pg/index.js';

@@ -2,7 +2,7 @@
 //
 // Owns: `MemoryHostRealm` (one realm's state: scopes, the fence) and `MemoryHostStore` (one
 // process's handle over a realm). It is the store the conformance suite is validated against, and
-// a test double for users of the SPI. Guarantees: all nine obligations of seed 000, with 4 and 5
+// a test double for users of the SPI. Guarantees: all nine obligations (docs/contracts/host-store.md, section 6), with 4 and 5
 // met at commit (CONFLICT, FENCED_OUT); each commit's commit point is one synchronous step that
 // checks and applies the whole batch, so no load ever sees part of a batch; leases run on the
 // realm's clock (`options.clock`); a killed handle's in-flight commit lands wholly or never.
@@ -11,12 +11,17 @@
 
 import { assert, isIndex } from '../assert.js';
 import { monotonicClock, type Clock } from '../clock.js';
-import { CommitBatch } from './batch.js';
+import type { CommitBatch } from './batch.js';
 import { HostStoreError } from './errors.js';
-import { checkScopeKind, checkScopeName, checkScopeRef, compareNames, scopeKey } from './names.js';
+import { belowFirstRow } from './guards.js';
+import { HostStoreHandle } from './handle.js';
+import { planAcquire, planRenew, type FenceRecord } from './lease.js';
+import { compareNames, scopeKey } from './names.js';
+import { NO_SCOPE, planCommit, type ScopeStep, type ScopeTip } from './plan.js';
+import type { CommitStall, StallPoint } from './stall.js';
 import { FenceTiming } from './timing.js';
-import type { AcquireMode, FenceGrant, HeadPage, HostStore, Row, ScopeKind, ScopeRef, VersionedHead } from './types.js';
-import { SCOPE_KINDS, ScopeVersion } from './types.js';
+import type { AcquireMode, FenceGrant, HeadPage, Row, ScopeKind, ScopeRef, VersionedHead } from './types.js';
+import { SCOPE_KINDS } from './types.js';
 
 /** Options of a memory realm. */
 export interface MemoryHostRealmOptions {
@@ -30,17 +35,6 @@ export interface MemoryHostRealmOptions {
    * refused with CONFLICT; none ever acts twice, since versions only grow.
    */
   rememberedCommitIds?: number;
-}
-
-/** Where a stalled commit is held: before its commit point (it has not landed) or after it (landed, not yet answered). */
-export type StallPoint = 'before-commit-point' | 'after-commit-point';
-
-/** A commit held in flight (see `MemoryHostRealm.stallCommits`). */
-export interface CommitStall {
-  /** Resolves once a commit is held. */
-  readonly reached: Promise<void>;
-  /** Lets the held commit go on; disarms the stall if no commit was held yet. Idempotent. */
-  release(): void;
 }
 
 interface ScopeState {
@@ -58,12 +52,8 @@ interface ScopeState {
   recent: { version: number; commitId: string }[];
 }
 
-interface Lease {
-  token: number;
-  holder: string;
-  /** On the realm's clock: the holder is live while now < until. */
-  until: number;
-}
+/** A memory realm lives in one process, so its clock never restarts: one boot. */
+const BOOT = 'memory';
 
 let realmCount = 0;
 
@@ -82,10 +72,8 @@ export class MemoryHostRealm {
   readonly #scopes = new Map<string, ScopeState>();
   /** Visible names per kind, kept sorted by `compareNames`. */
   readonly #names = new Map<ScopeKind, string[]>(SCOPE_KINDS.map((k) => [k, []]));
-  /** The highest token ever acquired (0: none yet; the first acquire answers 1). */
-  #highest = 0;
-  /** The lease of the holder of the highest token. */
-  #lease: Lease | null = null;
+  /** The highest token, its holder and lease (null: no acquire yet; the first answers 1). */
+  #fence: FenceRecord | null = null;
 
   constructor(options: MemoryHostRealmOptions = {}) {
     this.clock = options.clock ?? monotonicClock;
@@ -104,7 +92,7 @@ export class MemoryHostRealm {
   /** Ends every recorded lease now (as if the realm's clock had run past them). */
   lapseFenceLeases(): void {
     const now = this.clock.now();
-    if (this.#lease !== null && this.#lease.until > now) this.#lease = { ...this.#lease, until: now };
+    if (this.#fence !== null && this.#fence.leaseUntil > now) this.#fence = { ...this.#fence, leaseUntil: now };
   }
 
   /**
@@ -113,7 +101,7 @@ export class MemoryHostRealm {
    * commits reject with INDETERMINATE, which no one hears in a real kill. Its lease stays recorded.
    */
   kill(store: MemoryHostStore): void {
-    controlsOf(store).kill();
+    void handleOf(store).kill();
   }
 
   /**
@@ -121,28 +109,21 @@ export class MemoryHostRealm {
    * commit point), until `release()`. Later commits of the handle go on.
    */
   stallCommits(store: MemoryHostStore, options: { at?: StallPoint } = {}): CommitStall {
-    return controlsOf(store).armStall(options.at ?? 'before-commit-point');
+    return handleOf(store).stallCommits(options.at ?? 'before-commit-point');
   }
 
   // ---- the realm's operations (called by handles) ----
 
   /** @internal */
   acquire(mode: AcquireMode, holder: string): FenceGrant {
-    const now = this.clock.now();
-    const live = this.#lease !== null && now < this.#lease.until ? this.#lease : null;
-    if (mode === 'exclusive' && live !== null) throw HostStoreError.held(live.holder, live.until - now, live.token);
-    const token = ++this.#highest;
-    this.#lease = { token, holder, until: now + this.timing.lease };
-    return { token, supersededLease: live === null ? 0 : live.until - now };
+    const { record, grant } = planAcquire(mode, this.#fence, holder, this.clock.now(), BOOT, this.timing.lease);
+    this.#fence = record;
+    return grant;
   }
 
   /** @internal */
   renew(token: number): void {
-    if (token > this.#highest) throw HostStoreError.invalid(`fence token ${token} was never issued`);
-    if (token < this.#highest) throw HostStoreError.fencedOut(this.#highest);
-    const lease = this.#lease;
-    if (lease === null || lease.token !== token) throw HostStoreError.invalid(`fence token ${token} was never issued`);
-    this.#lease = { ...lease, until: this.clock.now() + this.timing.lease };
+    this.#fence = planRenew(token, this.#fence, this.clock.now(), BOOT, this.timing.lease);
   }
 
   /** @internal */
@@ -170,9 +151,7 @@ export class MemoryHostRealm {
   readRows(scope: ScopeRef, from: number, limit: number): Row[] {
     const state = this.#visible(scope);
     if (state === null) return [];
-    if (from < state.first) {
-      throw HostStoreError.invalid(`row ${from} is below the first visible row ${state.first}`, { first: state.first });
-    }
+    if (from < state.first) throw belowFirstRow(from, state.first);
     const start = from - state.first;
     const rows: Row[] = [];
     for (let i = start; i < state.rows.length && rows.length < limit; i++) {
@@ -182,79 +161,36 @@ export class MemoryHostRealm {
   }
 
   /**
-   * The commit point: checks the whole batch against the realm and applies all of it, in one
-   * synchronous step (nothing else runs in between, so no load sees part of it). Answers without
-   * acting when the commit id already landed.
+   * The commit point: checks the whole batch against the realm (plan.ts: retry, token, each
+   * update) and applies all of it, in one synchronous step (nothing else runs in between, so no
+   * load sees part of it). Answers without acting when the commit id already landed.
    * @internal
    */
   commitPoint(batch: CommitBatch): void {
-    // A retry of a landed batch: some scope it wrote remembers its commit id at the version it wrote.
-    for (const u of batch.updates) {
-      const state = this.#scopes.get(scopeKey(u.scope));
-      if (state?.recent.some((r) => r.version === u.next && r.commitId === batch.commitId)) return;
-    }
-    if (batch.token < this.#highest) throw HostStoreError.fencedOut(this.#highest);
-    if (batch.token > this.#highest) throw HostStoreError.invalid(`fence token ${batch.token} was never issued`);
-    for (let i = 0; i < batch.updates.length; i++) {
-      const u = batch.updates[i]!;
-      const state = this.#scopes.get(scopeKey(u.scope));
-      if (u.previous === null && state?.deleted) {
-        throw HostStoreError.invalid(`${u.scope.kind} scope ${JSON.stringify(u.scope.name)} was deleted; its name is not created again`, {
-          update: i,
-        });
-      }
-      const current = state === undefined || state.deleted ? null : state.version;
-      if (current !== u.previous) throw HostStoreError.conflict(u.scope, current);
-      if (state === undefined || u.delete === true) continue;
-      if (u.truncateAfter !== undefined && u.truncateAfter < state.first) {
-        throw HostStoreError.invalid(`update ${i}: truncateAfter ${u.truncateAfter} is below the first visible row ${state.first}`, {
-          update: i,
-          first: state.first,
-        });
-      }
-      const end = Math.min(state.first + state.rows.length, u.truncateAfter ?? Infinity);
-      if (!Number.isSafeInteger(end + (u.append?.length ?? 0))) throw HostStoreError.invalid(`update ${i}: row indices would overflow`);
-    }
-    for (const u of batch.updates) this.#apply(u, batch.commitId);
+    const states = batch.updates.map((u) => this.#scopes.get(scopeKey(u.scope)));
+    const plan = planCommit(batch, this.#fence?.token ?? 0, states.map(tipOf), (i, version) => states[i]?.recent.find((r) => r.version === version)?.commitId);
+    if (plan.landed) return;
+    plan.steps.forEach((step, i) => this.#apply(step, states[i], batch.commitId));
   }
 
-  #apply(u: CommitBatch['updates'][number], commitId: string): void {
-    const key = scopeKey(u.scope);
-    let state = this.#scopes.get(key);
+  #apply(step: ScopeStep, existing: ScopeState | undefined, commitId: string): void {
+    let state = existing;
     if (state === undefined) {
-      state = {
-        kind: u.scope.kind,
-        name: u.scope.name,
-        version: ScopeVersion.FIRST,
-        commitId,
-        head: (u.head as Uint8Array).slice(),
-        deleted: false,
-        first: 0,
-        rows: (u.append ?? []).map((r) => r.slice()),
-        recent: [],
-      };
-      this.#scopes.set(key, state);
+      state = { kind: step.scope.kind, name: step.scope.name, version: 0, commitId, head: new Uint8Array(0), deleted: false, first: 0, rows: [], recent: [] };
+      this.#scopes.set(scopeKey(step.scope), state);
       insertSorted(this.#names.get(state.kind) as string[], state.name);
-    } else if (u.delete === true) {
-      state.deleted = true;
-      state.head = new Uint8Array(0);
-      state.first += state.rows.length;
-      state.rows = [];
-      removeSorted(this.#names.get(state.kind) as string[], state.name);
-    } else {
-      const end = state.first + state.rows.length;
-      if (u.truncateAfter !== undefined && u.truncateAfter < end) state.rows.length = u.truncateAfter - state.first;
-      if (u.dropBefore !== undefined && u.dropBefore > state.first) {
-        const dropped = Math.min(u.dropBefore, state.first + state.rows.length) - state.first;
-        state.rows.splice(0, dropped);
-        state.first += dropped;
-      }
-      for (const row of u.append ?? []) state.rows.push(row.slice());
-      if (u.head !== undefined) state.head = u.head.slice();
     }
-    state.version = u.next;
+    const { after } = step;
+    // The rows kept are those of [after.first, insertAt): truncation and drops remove the rest.
+    state.rows = state.rows.slice(after.first - state.first, step.insertAt - state.first);
+    for (const row of step.rows) state.rows.push(row.slice());
+    state.first = after.first;
+    if (step.head !== undefined) state.head = step.head.slice();
+    if (after.deleted && !state.deleted) removeSorted(this.#names.get(state.kind) as string[], state.name);
+    state.deleted = after.deleted;
+    state.version = after.version;
     state.commitId = commitId;
-    state.recent.push({ version: u.next, commitId });
+    state.recent.push({ version: after.version, commitId });
     if (state.recent.length > this.#remembered) state.recent.shift();
   }
 
@@ -262,6 +198,12 @@ export class MemoryHostRealm {
     const state = this.#scopes.get(scopeKey(scope));
     return state === undefined || state.deleted ? null : state;
   }
+}
+
+function tipOf(state: ScopeState | undefined): ScopeTip {
+  if (state === undefined) return NO_SCOPE;
+  const end = state.first + state.rows.length;
+  return { exists: !state.deleted, deleted: state.deleted, version: state.version, commitId: state.commitId, first: state.first, end };
 }
 
 function versionedHead(state: ScopeState): VersionedHead {
@@ -292,146 +234,54 @@ function removeSorted(names: string[], name: string): void {
 /** Proves a MemoryHostStore is made by its realm. */
 const openKey: unknown = Object.freeze({});
 
-/** A handle's kill and stall controls, reachable by its realm only. */
-interface HandleControls {
-  kill(): void;
-  armStall(at: StallPoint): CommitStall;
-}
-const controls = new WeakMap<MemoryHostStore, HandleControls>();
-
-function controlsOf(store: MemoryHostStore): HandleControls {
-  const c = controls.get(store);
-  if (c === undefined) throw new TypeError('not a MemoryHostStore');
-  return c;
-}
-
-interface Stall {
-  at: StallPoint;
-  released: boolean;
-  reached: () => void;
-  gate: Promise<void>;
-  open: () => void;
+function handleOf(store: MemoryHostStore): MemoryHostStore {
+  if (!(store instanceof MemoryHostStore)) throw new TypeError('not a MemoryHostStore');
+  return store;
 }
 
 /**
  * One process's handle over a `MemoryHostRealm` (made by `realm.open()`). Implements the Host
- * Store SPI; `close()` is idempotent, and every call after it (or after a kill) answers UNAVAILABLE.
+ * Store SPI; `close()` is idempotent, and every call after it (or after a kill) answers UNAVAILABLE;
+ * a commit in flight at the close goes on.
  */
-export class MemoryHostStore implements HostStore {
+export class MemoryHostStore extends HostStoreHandle {
   readonly realm: MemoryHostRealm;
-  /** Names this handle in HELD answers. */
-  readonly holderId: string;
-  #state: 'open' | 'closed' | 'killed' = 'open';
-  #armed: Stall | null = null;
-  readonly #held = new Set<Stall>();
+  protected override readonly commitsOutliveClose = true;
 
   /** @internal Use `realm.open()`. */
   constructor(realm: MemoryHostRealm, holderId: string, key: unknown) {
     if (key !== openKey) throw new TypeError('use MemoryHostRealm.open() to open a MemoryHostStore');
+    super(holderId, realm.timing);
     this.realm = realm;
-    this.holderId = holderId;
-    controls.set(this, {
-      kill: () => {
-        this.#state = 'killed';
-        this.#armed = null;
-        for (const stall of this.#held) stall.open();
-      },
-      armStall: (at) => this.#armStall(at),
-    });
   }
 
-  async acquireFence(mode: AcquireMode): Promise<FenceGrant> {
-    this.#usable();
-    if (mode !== 'exclusive' && mode !== 'takeover') throw HostStoreError.invalid(`acquire mode ${String(mode)} is not exclusive or takeover`);
+  protected async doAcquire(mode: AcquireMode): Promise<FenceGrant> {
     return this.realm.acquire(mode, this.holderId);
   }
 
-  async renewFence(token: number): Promise<void> {
-    this.#usable();
-    if (!isIndex(token)) throw HostStoreError.invalid(`fence token ${String(token)} is not a safe non-negative integer`);
+  protected async doRenew(token: number): Promise<void> {
     this.realm.renew(token);
   }
 
-  fenceTiming(): FenceTiming {
-    return this.realm.timing;
-  }
-
-  async loadHead(scope: ScopeRef): Promise<VersionedHead | null> {
-    this.#usable();
-    checkScopeRef(scope);
+  protected async doLoadHead(scope: ScopeRef): Promise<VersionedHead | null> {
     return this.realm.loadHead(scope);
   }
 
-  async listHeads(kind: ScopeKind, after: string | null, limit: number): Promise<HeadPage> {
-    this.#usable();
-    checkScopeKind(kind);
-    if (after !== null) checkScopeName(after, 'after');
-    if (!isIndex(limit) || limit < 1) throw HostStoreError.invalid(`limit ${String(limit)} is not an integer of at least 1`);
+  protected async doListHeads(kind: ScopeKind, after: string | null, limit: number): Promise<HeadPage> {
     return this.realm.listHeads(kind, after, limit);
   }
 
-  async readRows(scope: ScopeRef, from: number, limit: number): Promise<Row[]> {
-    this.#usable();
-    checkScopeRef(scope);
-    if (!isIndex(from)) throw HostStoreError.invalid(`from ${String(from)} is not a safe non-negative integer`);
-    if (!isIndex(limit)) throw HostStoreError.invalid(`limit ${String(limit)} is not a safe non-negative integer`);
+  protected async doReadRows(scope: ScopeRef, from: number, limit: number): Promise<Row[]> {
     return this.realm.readRows(scope, from, limit);
   }
 
-  async commit(batch: CommitBatch): Promise<void> {
-    this.#usable();
-    const checked = CommitBatch.from(batch);
-    const stall = this.#armed;
-    this.#armed = null;
-    if (stall !== null) await this.#hold(stall, 'before-commit-point');
+  protected async doCommit(batch: CommitBatch): Promise<void> {
     // One turn of the event loop between the call and its commit point, so that concurrent
     // commits interleave as they would against a real store.
     await Promise.resolve();
-    if (this.#killed()) throw HostStoreError.indeterminate('the process was killed with this commit in flight; it did not land');
-    this.realm.commitPoint(checked);
-    if (stall !== null) await this.#hold(stall, 'after-commit-point');
-    if (this.#killed()) throw HostStoreError.indeterminate('the process was killed with this commit in flight; it landed');
+    if (this.killed) throw HostStoreError.indeterminate('the process was killed with this commit in flight; it did not land');
+    this.realm.commitPoint(batch);
   }
 
-  /** Closes the handle (idempotent). Commits in flight go on; later calls answer UNAVAILABLE. */
-  async close(): Promise<void> {
-    if (this.#state === 'open') this.#state = 'closed';
-  }
-
-  #killed(): boolean {
-    return this.#state === 'killed';
-  }
-
-  #usable(): void {
-    if (this.#state === 'killed') throw HostStoreError.unavailable('the process behind this handle was killed');
-    if (this.#state === 'closed') throw HostStoreError.unavailable('the store handle is closed');
-  }
-
-  #armStall(at: StallPoint): CommitStall {
-    let reached!: () => void;
-    let open!: () => void;
-    const reachedP = new Promise<void>((resolve) => (reached = resolve));
-    const gate = new Promise<void>((resolve) => (open = resolve));
-    const stall: Stall = { at, released: false, reached, gate, open };
-    this.#armed = stall;
-    return {
-      reached: reachedP,
-      release: () => {
-        stall.released = true;
-        if (this.#armed === stall) this.#armed = null;
-        stall.open();
-      },
-    };
-  }
-
-  async #hold(stall: Stall, point: StallPoint): Promise<void> {
-    if (stall.at !== point || stall.released || this.#state === 'killed') return;
-    this.#held.add(stall);
-    stall.reached();
-    try {
-      await stall.gate;
-    } finally {
-      this.#held.delete(stall);
-    }
-  }
+  protected async doClose(): Promise<void> {}
 }

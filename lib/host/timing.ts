@@ -1,7 +1,7 @@
-// Host store: fence timing (seed 000, Fence Leases).
+// Host store: fence timing (docs/contracts/host-store.md, section 8).
 //
 // Owns: `FenceTiming`, the renew interval, lease, self-fence margin and longest commit a host store
-// declares. Guarantees: every FenceTiming that exists satisfies the seed's bounds (renew ≥ 1 s;
+// declares. Guarantees: every FenceTiming that exists satisfies the contract's bounds (renew ≥ 1 s;
 // 3 renews ≤ lease ≤ 1 hour; margin ≥ 1 renew; lease − margin ≥ 2 renews; 0 < longest commit ≤
 // lease); every constructor refuses anything else with HostStoreError INVALID. All values are
 // milliseconds. Instances are frozen.

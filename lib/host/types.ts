@@ -1,8 +1,8 @@
-// Host store: the shapes and limits of the Host Store SPI (seed 000), as API.md maps them.
+// Host store: the shapes and limits of the Host Store SPI, as docs/contracts/host-store.md states them.
 //
 // Owns: the public types every host store speaks (scopes, heads, rows, fence grants, updates, the
 // `HostStore` interface) and the SPI's constants. Guarantees: names and shapes are exactly those
-// of API.md; everything here is data, with no behaviour (validation lives in batch.ts/names.ts).
+// of docs/contracts/host-store.md; everything here is data, with no behaviour (validation lives in batch.ts/names.ts).
 
 import type { CommitBatch } from './batch.js';
 import type { FenceTiming } from './timing.js';

@@ -35,9 +35,9 @@ import { crc32 } from 'node:zlib';
 import { corrupt } from '../errors.js';
 import { decodeUtf8Exact } from '../text.js';
 
-export const BLOB_MAGIC = new TextEncoder().encode('SGLPAYLD');
-export const REFS_MAGIC = new TextEncoder().encode('SGLREFS1');
-export const FORMAT_MAGIC = new TextEncoder().encode('SGLPSTOR');
+export const BLOB_MAGIC: Uint8Array = new TextEncoder().encode('SGLPAYLD');
+export const REFS_MAGIC: Uint8Array = new TextEncoder().encode('SGLREFS1');
+export const FORMAT_MAGIC: Uint8Array = new TextEncoder().encode('SGLPSTOR');
 export const FORMAT_VERSION = 1;
 export const BLOB_VERSION = 1;
 

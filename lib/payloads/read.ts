@@ -1,50 +1,104 @@
 // Streaming a payload out of its blob file, verifying as it goes.
 //
-// Owns: `BlobReader`, the AsyncIterableIterator that `get` answers. Guarantees:
+// Owns: `BlobReader`, the AsyncIterableIterator that `get` answers. The work is a pipeline of
+// batches of 1 MiB of payload (whole frames), READ_AHEAD of them ahead of the consumer: while the
+// consumer works on batch N, the batches after it are read by the thread pool and hashed in order
+// (on the hashing thread, hash.ts, for a payload of more than one batch; on the event loop for a
+// smaller one, where that is faster); when the consumer takes a batch, its CRCs are checked on the
+// event loop (on the thread's path in a fresh copy of the shared buffer it was read into).
+// Guarantees:
 // - No chunk is yielded before its CRC32 (seeded with the blob's salt and the chunk's index,
 //   format.ts) has checked, and the batch holding the last chunk is yielded only after the
 //   SHA-256 of the whole payload has matched the digest: a damaged chunk ends the stream with
-//   CORRUPT before any of its bytes are served. (Damage that a CRC32 misses, about 1 in 2^32 for
-//   random damage, is caught by the SHA-256 at the end of the stream.)
-// - Bounded memory: one batch of about 1 MiB read ahead (prefetched while the consumer works on
-//   the previous one); yielded chunks are views of a fresh buffer per batch, never reused.
+//   CORRUPT before any of its bytes are served, and every chunk before it is served. (Damage that
+//   a CRC32 misses, about 1 in 2^32 for random damage, is caught by the SHA-256 at the end.)
+// - Bounded memory: at most READ_AHEAD batches besides the one being consumed, and on the thread's
+//   path SHARED_BUFFERS shared buffers (from the store's BatchBuffers) that the file is read into
+//   and the thread hashes; yielded chunks are views of a fresh buffer per batch (a copy of the
+//   shared one), never reused and never kept here (they belong to the consumer).
 // - The file stays open from `get` to the end of the stream, so a garbage collection that
 //   unlinks the name meanwhile does not disturb it; `return()` (a `break` out of `for await`),
 //   an error, or the store's `close()` closes it. A read is never in flight when the handle closes.
 
-import { createHash, type Hash } from 'node:crypto';
 import { closed, corrupt, fromIo } from '../errors.js';
 import type { FileHandle } from '../fs/types.js';
 import { BLOB_HEADER_BYTES, CHUNK_CRC_BYTES, chunkCount, chunkCrc, type BlobHeader } from './format.js';
+import { BatchBuffers, copyInto } from './buffers.js';
+import { inlineHash, threadHash, type PayloadHash } from './hash.js';
 
-const BATCH_TARGET_BYTES = 1 << 20;
+/** Payload bytes per batch (whole chunks, at least one): one read call each. */
+const BATCH_PAYLOAD_BYTES = 1 << 20;
+/** Batches in the pipeline ahead of the consumer: being read, checked or hashed. */
+const READ_AHEAD = 3;
+/** Shared buffers of a reader on the thread's path: one per batch ahead, one being hashed. */
+const SHARED_BUFFERS = READ_AHEAD + 1;
+
+/** A batch read (and handed to the hash), not yet taken by the consumer. */
+interface ReadBatch {
+  first: number;
+  count: number;
+  position: number;
+  last: boolean;
+  /** The frames as read: a fresh buffer, or (`shared`) a view of a shared one. */
+  frames: Uint8Array;
+  shared: boolean;
+  /** Call once the consumer's copy of a shared buffer is made. */
+  copied: () => void;
+  /** Settles when the batch has been hashed. */
+  hashed: Promise<void>;
+}
 
 export class BlobReader implements AsyncIterableIterator<Uint8Array> {
   readonly #handle: FileHandle;
+  readonly #buffers: BatchBuffers;
   readonly #header: BlobHeader;
   readonly #file: string;
   readonly #digest: string;
   readonly #onClose: (reader: BlobReader) => void;
   readonly #framesPerBatch: number;
   readonly #chunks: number;
-  readonly #hash: Hash = createHash('sha256');
+  readonly #hash: PayloadHash;
+  /** The first chunk and the file position of the next batch to issue. */
   #nextChunk = 0;
   #position = BLOB_HEADER_BYTES;
+  /** Batches issued and not yet taken by the consumer, in order. */
+  readonly #queue: Promise<ReadBatch>[] = [];
+  /** Every batch issued and not yet settled (close waits for them). */
+  readonly #running = new Set<Promise<unknown>>();
+  /** Resolves when the last issued batch was handed to the hash (rejects if it never will be). */
+  #handedOver: Promise<void> = Promise.resolve();
+  /** The first failure of the hash (the hashing thread stopped): later batches fail with it. */
+  #hashFailure: { error: unknown } | null = null;
+  /** Hash steps not yet finished (close waits for them before it abandons the hash). */
+  readonly #hashing = new Set<Promise<void>>();
+  /** Shared buffers for the hashing thread: how many exist, the free ones, and who waits for one. */
+  #slots = 0;
+  readonly #freeSlots: Uint8Array[] = [];
+  readonly #slotWaiters: ((slot: Uint8Array) => void)[] = [];
   #ready: Uint8Array[] = [];
   #readyAt = 0;
-  #prefetch: Promise<Uint8Array[]> | null = null;
   #finished = false;
   #closing: Promise<void> | null = null;
   #closedByStore = false;
 
-  constructor(handle: FileHandle, header: BlobHeader, digest: string, file: string, onClose: (reader: BlobReader) => void) {
+  constructor(
+    handle: FileHandle,
+    header: BlobHeader,
+    digest: string,
+    file: string,
+    onClose: (reader: BlobReader) => void,
+    buffers: BatchBuffers = new BatchBuffers(),
+  ) {
+    this.#buffers = buffers;
     this.#handle = handle;
     this.#header = header;
     this.#digest = digest;
     this.#file = file;
     this.#onClose = onClose;
-    this.#framesPerBatch = Math.max(1, Math.floor(BATCH_TARGET_BYTES / (header.chunkBytes + CHUNK_CRC_BYTES)));
+    this.#framesPerBatch = Math.max(1, Math.floor(BATCH_PAYLOAD_BYTES / header.chunkBytes));
     this.#chunks = chunkCount(header.size, header.chunkBytes);
+    // A payload of one batch is hashed here: a hand-off to the thread costs more than it saves.
+    this.#hash = this.#chunks > this.#framesPerBatch ? threadHash() : inlineHash();
   }
 
   /** The stream is its own iterator: one pass only (a second `for await` sees where the first stopped). */
@@ -60,20 +114,16 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     if (this.#closedByStore) throw closed('payload store');
     if (this.#finished) return { value: undefined, done: true };
     try {
-      if (this.#nextChunk >= this.#chunks && this.#prefetch === null) {
+      if (this.#nextChunk >= this.#chunks && this.#queue.length === 0) {
         // Only an empty payload gets here without having checked its digest.
-        if (this.#chunks === 0) this.#checkDigest();
+        if (this.#chunks === 0) await this.#checkDigest();
         await this.close();
         return { value: undefined, done: true };
       }
-      const batch = await (this.#prefetch ?? this.#readBatch());
-      this.#prefetch = null;
-      if (this.#nextChunk < this.#chunks) {
-        const ahead = this.#readBatch();
-        ahead.catch(() => undefined); // observed when the consumer gets there
-        this.#prefetch = ahead;
-      }
-      this.#ready = batch;
+      this.#fill();
+      const batch = await (this.#queue.shift() as Promise<ReadBatch>);
+      this.#fill();
+      this.#ready = await this.#deliver(batch);
       this.#readyAt = 0;
       return this.next();
     } catch (err) {
@@ -92,17 +142,19 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     throw err;
   }
 
-  /** Closes the file (after any read in flight); idempotent. */
+  /** Closes the file (after every read in flight); idempotent. */
   close(byStore = false): Promise<void> {
     if (byStore && !this.#finished) this.#closedByStore = true;
     if (this.#closing === null) {
       this.#finished = true;
       this.#ready = [];
       this.#readyAt = 0;
-      const prefetch = this.#prefetch;
-      this.#prefetch = null;
+      this.#queue.length = 0;
       this.#closing = (async () => {
-        if (prefetch !== null) await prefetch.catch(() => undefined);
+        await Promise.allSettled([...this.#running, ...this.#hashing]);
+        this.#hash.abandon();
+        // Nothing reads the shared buffers now: every batch and every hash has finished.
+        for (const slot of this.#freeSlots.splice(0)) this.#buffers.give(slot);
         await this.#handle.close().catch(() => undefined);
         this.#onClose(this);
       })();
@@ -110,45 +162,164 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     return this.#closing;
   }
 
-  #checkDigest(): void {
-    const got = this.#hash.digest();
+  async #checkDigest(): Promise<void> {
+    const got = await this.#hash.digest();
     if (Buffer.compare(got, this.#header.sha256) !== 0) {
       throw corrupt(`payload ${this.#digest}: content does not match its digest`, { path: this.#file, digest: this.#digest });
     }
   }
 
-  /** Reads, checks and hashes the next batch of frames; the last batch also checks the digest. */
-  async #readBatch(): Promise<Uint8Array[]> {
-    const { chunkBytes, size, salt } = this.#header;
+  /** Issues batches until READ_AHEAD are in the pipeline or none is left. */
+  #fill(): void {
+    while (!this.#finished && this.#queue.length < READ_AHEAD && this.#nextChunk < this.#chunks) {
+      const batch = this.#batch();
+      batch.catch(() => undefined); // observed when the consumer gets there
+      this.#running.add(batch);
+      void batch.then(
+        () => this.#running.delete(batch),
+        () => this.#running.delete(batch),
+      );
+      this.#queue.push(batch);
+    }
+  }
+
+  /**
+   * Reads the next batch of frames and hands it to the hash after the batches before it. Answers
+   * the batch as read (its CRCs are checked by #deliver, on the bytes handed out).
+   */
+  async #batch(): Promise<ReadBatch> {
+    const { chunkBytes, size } = this.#header;
     const first = this.#nextChunk;
     const count = Math.min(this.#framesPerBatch, this.#chunks - first);
     const last = first + count === this.#chunks;
     const payloadBytes = last ? size - first * chunkBytes : count * chunkBytes;
     const bytes = payloadBytes + count * CHUNK_CRC_BYTES;
-    const buffer = new Uint8Array(bytes);
     const position = this.#position;
     this.#nextChunk = first + count;
     this.#position = position + bytes;
+    // Batches reach the hash in order: each is handed over once the one before it was.
+    const before = this.#handedOver;
+    let handedOver!: () => void;
+    let notHanded!: (err: unknown) => void;
+    const mine = new Promise<void>((resolve, reject) => {
+      handedOver = resolve;
+      notHanded = reject;
+    });
+    mine.catch(() => undefined);
+    this.#handedOver = mine;
+    // On the thread's path the file is read into a shared buffer that the thread hashes; the
+    // consumer gets a copy made when it takes the batch (so that the fresh buffer lives only as
+    // long as the consumer holds it). The shared buffer goes back once both are done with it.
+    let slot: Uint8Array | null = null;
+    let handed = false;
+    try {
+      slot = this.#hash.onThread ? await this.#takeSlot() : null;
+      if (this.#finished) throw closed('payload stream'); // closed while it waited: nothing to read for
+      const frames = slot === null ? new Uint8Array(bytes) : slot.subarray(0, bytes);
+      await this.#readExactly(frames, position);
+      await before;
+      if (this.#hashFailure !== null) throw this.#hashFailure.error; // fail fast, not at the end
+      const done = this.#hash.update(frames, chunkBytes);
+      handedOver();
+      handed = true;
+      const held = slot;
+      let holds = 2; // the hash, and the copy for the consumer
+      const letGo = (): void => {
+        if (--holds === 0 && held !== null) this.#releaseSlot(held);
+      };
+      const hashed = done.then(
+        () => letGo(),
+        (err: unknown) => {
+          this.#hashFailure ??= { error: err };
+          letGo();
+          throw err;
+        },
+      );
+      hashed.catch(() => undefined); // a failure reaches the consumer at the last batch, or sooner
+      this.#hashing.add(hashed);
+      void hashed.then(
+        () => this.#hashing.delete(hashed),
+        () => this.#hashing.delete(hashed),
+      );
+      return { first, count, position, last, frames, shared: held !== null, copied: letGo, hashed };
+    } catch (err) {
+      if (!handed) {
+        notHanded(err);
+        if (slot !== null) this.#releaseSlot(slot);
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * The consumer's chunks of a batch: a fresh copy (on the thread's path), its CRCs checked, and
+   * for the last batch the digest checked once every batch has been hashed.
+   */
+  async #deliver(b: ReadBatch): Promise<Uint8Array[]> {
+    const { chunkBytes, size } = this.#header;
+    let frames = b.frames;
+    if (b.shared) {
+      frames = copyOf(b.frames);
+      b.copied();
+    }
+    this.#checkChunks(frames, b.first, b.count, b.position);
+    if (b.last) {
+      await b.hashed;
+      await this.#checkDigest();
+    }
+    const chunks: Uint8Array[] = [];
+    let at = 0;
+    for (let i = 0; i < b.count; i++) {
+      const index = b.first + i;
+      const length = index === this.#chunks - 1 ? size - index * chunkBytes : chunkBytes;
+      chunks.push(frames.subarray(at, at + length));
+      at += length + CHUNK_CRC_BYTES;
+    }
+    return chunks;
+  }
+
+  /** A shared batch buffer for the hashing thread; waits for one when READ_AHEAD are in use. */
+  #takeSlot(): Promise<Uint8Array> {
+    const free = this.#freeSlots.pop();
+    if (free !== undefined) return Promise.resolve(free);
+    if (this.#slots < SHARED_BUFFERS) {
+      this.#slots++;
+      return Promise.resolve(this.#buffers.take(this.#framesPerBatch * (this.#header.chunkBytes + CHUNK_CRC_BYTES)));
+    }
+    return new Promise((resolve) => this.#slotWaiters.push(resolve));
+  }
+
+  #releaseSlot(slot: Uint8Array): void {
+    const waiter = this.#slotWaiters.shift();
+    if (waiter !== undefined) waiter(slot);
+    else this.#freeSlots.push(slot);
+  }
+
+  /** Fills `into` from the file at `position`; CORRUPT when the file ends first. */
+  async #readExactly(into: Uint8Array, position: number): Promise<void> {
     let n: number;
     try {
-      n = await this.#handle.read(buffer, position);
+      n = await this.#handle.read(into, position);
     } catch (err) {
       throw fromIo(err, 'read payload', this.#file);
     }
-    if (n !== bytes) {
-      throw corrupt(`payload ${this.#digest}: file ends at ${position + n}, expected ${position + bytes}`, {
+    if (n !== into.length) {
+      throw corrupt(`payload ${this.#digest}: file ends at ${position + n}, expected ${position + into.length}`, {
         path: this.#file,
         digest: this.#digest,
       });
     }
-    const chunks: Uint8Array[] = [];
-    const view = new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength);
+  }
+
+  /** Checks the CRC of each of the `count` frames in `frames` (read at `position`). */
+  #checkChunks(frames: Uint8Array, first: number, count: number, position: number): void {
+    const { chunkBytes, size, salt } = this.#header;
+    const view = new DataView(frames.buffer, frames.byteOffset, frames.byteLength);
     let at = 0;
     for (let i = 0; i < count; i++) {
       const index = first + i;
       const length = index === this.#chunks - 1 ? size - index * chunkBytes : chunkBytes;
-      const chunk = buffer.subarray(at, at + length);
-      if (view.getUint32(at + length, true) !== chunkCrc(salt, index, chunk)) {
+      if (view.getUint32(at + length, true) !== chunkCrc(salt, index, frames.subarray(at, at + length))) {
         throw corrupt(`payload ${this.#digest}: chunk ${index} fails its checksum`, {
           path: this.#file,
           digest: this.#digest,
@@ -156,11 +327,14 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
           offset: position + at,
         });
       }
-      this.#hash.update(chunk);
-      chunks.push(chunk);
       at += length + CHUNK_CRC_BYTES;
     }
-    if (last) this.#checkDigest();
-    return chunks;
   }
+}
+
+/** A copy of `bytes` in a fresh ArrayBuffer of its own (not zero-filled first: it is overwritten). */
+function copyOf(bytes: Uint8Array): Uint8Array {
+  const out = new Uint8Array(Buffer.allocUnsafeSlow(bytes.length).buffer, 0, bytes.length);
+  copyInto(out, 0, bytes);
+  return out;
 }

@@ -1,7 +1,7 @@
 // The node's payload store: content-addressed, streamed, reference-counted message bodies.
 //
-// Owns: `openPayloadStore` and the `FsPayloadStore` it returns (the PayloadStore of API.md, seed
-// 002 §3). The bytes of every file are in ./format.ts; the protocols and their crash arguments in
+// Owns: `openPayloadStore` and the `FsPayloadStore` it returns (the PayloadStore of
+// docs/contracts/raft-store.md, section 3). The bytes of every file are in ./format.ts; the protocols and their crash arguments in
 // docs/payloads.md. Guarantees:
 // - `put` resolves only when the payload is durable under its digest: the framed blob was written
 //   to a temporary file, fdatasynced, linked into `blobs/<hh>/` and that directory synced. A
@@ -61,11 +61,12 @@ import {
   type BlobHeader,
 } from './format.js';
 import { KeyedMutex } from './mutex.js';
+import { BatchBuffers } from './buffers.js';
 import { BlobReader } from './read.js';
 import { writeFrames } from './write.js';
 
 // ---------------------------------------------------------------------------------------------
-// Public shapes (API.md, "Payload store")
+// Public shapes (docs/contracts/raft-store.md, section 8)
 
 /** A stored payload: its content address and its length in bytes. */
 export interface PayloadInfo {
@@ -74,8 +75,20 @@ export interface PayloadInfo {
   size: number;
 }
 
-/** What `put` takes: any async iterable of byte chunks, a Node Readable (binary mode) included. */
-export type PayloadBody = AsyncIterable<Uint8Array> | NodeJS.ReadableStream;
+/**
+ * A Node.js readable stream as `put` takes it: what `NodeJS.ReadableStream` is, described by its
+ * async iterator, so that the published types resolve for a consumer that does not load
+ * @types/node. It must be in binary mode: a chunk that is a string is refused (INVALID).
+ */
+export interface ReadableStreamLike {
+  [Symbol.asyncIterator](): AsyncIterator<string | Uint8Array>;
+}
+
+/**
+ * What `put` takes: any async iterable of byte chunks, or a Node.js readable stream in binary mode
+ * (`AsyncIterable<Uint8Array> | NodeJS.ReadableStream`, written without Node's own types).
+ */
+export type PayloadBody = AsyncIterable<Uint8Array> | ReadableStreamLike;
 
 export interface PutOptions {
   /** Refuse (TOO_LARGE, nothing stored) a body longer than this many bytes. */
@@ -90,7 +103,7 @@ export interface GarbageReport {
   bytes: number;
 }
 
-/** The node's payload store (seed 002 §3). */
+/** The node's payload store (docs/contracts/raft-store.md, section 3). */
 export interface PayloadStore {
   /**
    * Streams `body` in and resolves once it is durable under its digest. Identical bytes are
@@ -374,7 +387,11 @@ export class FsPayloadStore implements PayloadStore {
   readonly #temps = new Set<string>();
   /** Fan-out directories synced (or being synced) since open: trusted from then on. */
   readonly #trusted = new Map<string, Promise<void>>();
+  /** `blobs/` and `refs/` synced (or being synced) since open. */
+  readonly #kindSyncs = new Map<string, Promise<void>>();
   readonly #readers = new Set<BlobReader>();
+  /** Batch buffers shared by this store's puts and gets. */
+  readonly #buffers = new BatchBuffers();
   readonly #active = new Set<Promise<unknown>>();
   #gcTail: Promise<unknown> = Promise.resolve();
   #poison: unknown = null;
@@ -447,6 +464,7 @@ export class FsPayloadStore implements PayloadStore {
         salt,
         maxBytes,
         start: BLOB_HEADER_BYTES,
+        buffers: this.#buffers,
       });
       const hex = Buffer.from(sha256).toString('hex');
       const digest = DIGEST_PREFIX + hex;
@@ -457,17 +475,22 @@ export class FsPayloadStore implements PayloadStore {
       }
       this.#checkWritable();
       const header = encodeBlobHeader({ chunkBytes: this.#chunkBytes, size, written: this.storeTime(), salt, sha256 });
+      // The fan-out directory is made ready while the file syncs: either may finish first, the
+      // link waits for both.
+      const fanout = this.#fanout(BLOBS, fanoutOf(hex), true);
+      fanout.catch(() => undefined); // awaited below, after the sync
       try {
         await handle.write(header, 0);
         await handle.datasync();
       } catch (err) {
+        await fanout.catch(() => undefined);
         // A failed fdatasync of this temporary file is not retried: the file is abandoned.
         throw fromIo(err, 'write payload', temp);
       }
       const h = handle;
       handle = null;
       await h.close().catch(() => undefined);
-      await this.#fanout(BLOBS, fanoutOf(hex), true);
+      await fanout;
       await this.#mutex.run(hex, () => this.#linkBlob(temp, hex));
       return { digest, size };
     } catch (err) {
@@ -507,7 +530,7 @@ export class FsPayloadStore implements PayloadStore {
     return this.#op(async () => {
       const opened = await this.#mutex.run(hex, () => this.#openBlob(hex));
       if (opened === null) throw notFound(`payload ${digest} is not stored`, { digest });
-      const reader = new BlobReader(opened.handle, opened.header, digest, this.#blobPath(hex), (r) => this.#readers.delete(r));
+      const reader = new BlobReader(opened.handle, opened.header, digest, this.#blobPath(hex), (r) => this.#readers.delete(r), this.#buffers);
       this.#readers.add(reader);
       return reader;
     });
@@ -903,46 +926,62 @@ export class FsPayloadStore implements PayloadStore {
   }
 
   /**
-   * Makes `<kind>/<hh>` trusted: its entry in `<kind>/` and its own entries are synced once
-   * since open (an earlier process may have died before syncing them), so that nothing this
-   * store answers rests on a directory entry a power loss could still take back. With `create`,
-   * makes the directory first; without, answers false when it does not exist.
+   * Makes `<kind>/<hh>` trusted: its entry in `<kind>/` and its own entries are durable, so that
+   * nothing this store answers rests on a directory entry a power loss could still take back (an
+   * earlier process may have died before syncing them). A directory that exists is trusted after
+   * `<kind>/` has been synced once since open and the directory itself once; one that this call
+   * creates (`create`) is trusted once `<kind>/` is synced after the mkdir — it is empty, and
+   * every entry this store adds to it is synced by the protocol that adds it. Without `create`,
+   * answers false when the directory does not exist.
    */
   async #fanout(kind: typeof BLOBS | typeof REFS, hh: string, create: boolean): Promise<boolean> {
     assert(isFanoutName(hh), 'a fan-out directory is named by two hex digits');
     const dir = path.join(this.dir, kind, hh);
     let ready = this.#trusted.get(dir);
     if (ready === undefined) {
-      if (!create) {
-        const st = await this.#fs.stat(dir).catch((err: unknown) => {
-          throw fromIo(err, 'stat', dir);
-        });
-        if (st === null) return false;
-        if (!st.isDirectory) throw corrupt(`${dir} is not a directory`, { path: dir });
-        const again = this.#trusted.get(dir);
-        if (again !== undefined) {
-          await again;
-          return true;
-        }
-      }
-      ready = (async () => {
-        if (create) {
-          try {
-            await this.#fs.mkdir(dir);
-          } catch (err) {
-            throw fromIo(err, 'create directory', dir);
-          }
-        }
-        await this.#syncDir(path.join(this.dir, kind));
-        await this.#syncDir(dir);
-      })();
-      this.#trusted.set(dir, ready);
-      const settled = ready;
-      settled.catch(() => {
-        if (this.#trusted.get(dir) === settled) this.#trusted.delete(dir);
+      const st = await this.#fs.stat(dir).catch((err: unknown) => {
+        throw fromIo(err, 'stat', dir);
       });
+      if (st !== null && !st.isDirectory) throw corrupt(`${dir} is not a directory`, { path: dir });
+      if (st === null && !create) return false;
+      ready = this.#trusted.get(dir); // another call may have started meanwhile
+      if (ready === undefined) {
+        ready =
+          st === null
+            ? (async () => {
+                try {
+                  await this.#fs.mkdir(dir);
+                } catch (err) {
+                  throw fromIo(err, 'create directory', dir);
+                }
+                await this.#syncDir(path.join(this.dir, kind));
+              })()
+            : (async () => {
+                await this.#kindSynced(kind);
+                await this.#syncDir(dir);
+              })();
+        this.#trusted.set(dir, ready);
+        const settled = ready;
+        settled.catch(() => {
+          if (this.#trusted.get(dir) === settled) this.#trusted.delete(dir);
+        });
+      }
     }
     await ready;
     return true;
+  }
+
+  /** Syncs `<kind>/` once per open (again only after a failure): its entries then are durable. */
+  #kindSynced(kind: typeof BLOBS | typeof REFS): Promise<void> {
+    let synced = this.#kindSyncs.get(kind);
+    if (synced === undefined) {
+      synced = this.#syncDir(path.join(this.dir, kind));
+      this.#kindSyncs.set(kind, synced);
+      const settled = synced;
+      settled.catch(() => {
+        if (this.#kindSyncs.get(kind) === settled) this.#kindSyncs.delete(kind);
+      });
+    }
+    return synced;
   }
 }

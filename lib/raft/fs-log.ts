@@ -13,7 +13,7 @@
 //   fires after the fdatasync that covers them (the segmented log's group commit: concurrent
 //   appends share a sync, and a sync never waits for a later append), in call order.
 // - An entry naming a payload digest is appended only if the payload is durable in the node's
-//   payload store (seed 002 §5); otherwise the append rejects with PAYLOAD_MISSING and appends
+//   payload store (docs/contracts/raft-store.md, section 5); otherwise the append rejects with PAYLOAD_MISSING and appends
 //   nothing. The digests of live records are counted in the node's `PayloadNameIndex` (the
 //   payload store's GC asks it) from before the presence check until the truncation or purge that
 //   removes the record is durable.
@@ -237,7 +237,7 @@ export class FsRaftLogStorage implements RaftLogStorage {
       this.#enqueue(() => this.#issueAppend(records, ids, named, onFlushed, d));
       return d.promise;
     }
-    // Seed 002 §5: the payloads must be durable here before the record is accepted. The digests
+    // The ordering rule (docs/contracts/raft-store.md, section 5): the payloads must be durable here before the record is accepted. The digests
     // are counted as named before the check, so that a collection running meanwhile either sees
     // them named or runs before the check, which then finds the payload gone.
     this.#index.add(digests);

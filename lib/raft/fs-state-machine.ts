@@ -90,7 +90,7 @@ export async function openFsStateMachine<P extends StateMachinePlugin<unknown>>(
     if (snap !== null) currentSeq = Math.max(currentSeq, snap);
   }
 
-  // The newest snapshot (seed 002 §6.3): restored into a fresh plugin, checked end to end.
+  // The newest snapshot (recovery step 3, docs/contracts/raft-store.md): restored into a fresh plugin, checked end to end.
   let plugin: P;
   let current: CurrentSnapshot | null = null;
   if (currentSeq >= 0) {

@@ -1,6 +1,6 @@
 // Raft store: the public surface of lib/raft (re-exported by lib/index.ts).
 //
-// Owns: nothing of its own; it names what the package exports for the Raft store (seed 002 §2):
+// Owns: nothing of its own; it names what the package exports for the Raft store (docs/contracts/raft-store.md):
 // the types, the KV plugin, the in-memory reference group, the file-system node (openRaftNode).
 // The codec, the snapshot stream format and the chunk queue stay internal.
 

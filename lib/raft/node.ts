@@ -1,7 +1,7 @@
 // Raft node: one directory holding a node's payload store and the stores of every Raft group it
 // is a member of, opened together, each group recovered in a consensus node's recovery order.
 //
-// Owns: `openRaftNode` (API.md, "Node recovery"), the node and its group registry (`openGroup`,
+// Owns: `openRaftNode` (docs/contracts/raft-store.md, node recovery), the node and its group registry (`openGroup`,
 // `groupIds`), the node-wide index of payload digests named by live log records (the payload
 // store's `isNamed` hook) and the per-group recovery report. Its rooms: node-options.ts (options
 // and defaults), group-create.ts (a new group's directory), group-recovery.ts (opening one group:

@@ -1,6 +1,6 @@
 // Payload names: which payload digests the node's Raft logs name, for the ordering rule's other
 // half — the payload store's garbage collection must never remove a payload that a durable (or
-// staged) log record names (seed 002 §3.1, §5).
+// staged) log record names (docs/contracts/raft-store.md, sections 3 and 5).
 //
 // Owns: `PayloadNameIndex`, the node-wide count of live log records naming each digest, and
 // `GroupNames`, one group's list of the records that name payloads (index → digests), which the

@@ -15,7 +15,7 @@ export interface PluginEntry {
   logId: LogId;
   /** The application's command bytes. The plugin must copy what it keeps. */
   data: Uint8Array;
-  /** Payload digests the entry names (see seed 002 §5); empty when none. */
+  /** Payload digests the entry names (see docs/contracts/raft-store.md, section 5); empty when none. */
   payloads: readonly string[];
 }
 

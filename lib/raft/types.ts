@@ -1,6 +1,6 @@
-// Raft store types: the TypeScript shape of openraft 0.9's v2 storage traits (seed 002 §2).
+// Raft store types: the TypeScript shape of openraft 0.9's v2 storage traits (docs/contracts/raft-store.md).
 //
-// Owns: every type of API.md's Raft section, the orders on LeaderId, LogId and Vote, and the
+// Owns: every Raft type of docs/contracts/raft-store.md, the orders on LeaderId, LogId and Vote, and the
 // validators that every store runs on its inputs before it changes anything. Guarantees: a value
 // that passes `validate…` has only safe non-negative integers where numbers are expected, well-formed
 // digests, JSON-only membership node data and well-formed strings; anything else is refused with
@@ -57,7 +57,7 @@ export interface StoredMembership {
  * What a log entry carries. `blank` entries are written by a new leader; `normal` entries carry
  * application data for the state machine and may name payloads (content digests,
  * `'sha256:' + 64 lowercase hex`) that must be durable in the node's payload store before the
- * entry is appended (seed 002 §5); `membership` entries change the configuration.
+ * entry is appended (docs/contracts/raft-store.md, section 5); `membership` entries change the configuration.
  */
 export type EntryPayload =
   | { type: 'blank' }

@@ -1,12 +1,31 @@
 // `seglog crash`: the crash-injection runner as a command.
 //
-// Owns: argument parsing, the progress bar (on a terminal), the summary table, `--json`, the
+// Owns: its flags (parsed by ./cli.ts), the progress bar (on a terminal), the summary table, `--json`, the
 // violation listing with reproducers, and `--replay`. The work is lib/crash/runner.ts.
 // Exit codes: 0 no violation, 1 at least one violation (or a replayed state that fails its
 // check), 2 bad usage.
 
 import { replayCrashReproducer, runCrashWorkloads, type CrashProgress, type CrashRunReport } from '../crash/runner.js';
 import { loadWorkload, workloadNames } from '../crash/workloads/index.js';
+import { formatFlags, parseOrExplain, synopsis, UsageError, type CommandLine, type FlagTable } from './cli.js';
+
+const FLAGS = {
+  seed: { type: 'integer', min: 0, help: "seed of the workloads' choices and of the state sampling (default 1)" },
+  'max-states': { type: 'integer', min: 1, help: 'most states checked per workload; more are sampled evenly (default 4000)' },
+  exhaustive: {
+    type: 'boolean',
+    help: 'every subset of up to 14 unsynced operations, crossed with every torn write; no sampling unless --max-states is given (can take long)',
+  },
+  scale: { type: 'number', above: 0, max: 100, value: 'X', help: 'workload size multiplier (default 1)' },
+  json: { type: 'boolean', help: 'print the report as JSON (no progress bar, no table)' },
+  replay: {
+    type: 'string',
+    value: 'R',
+    help: "record the reproducer's run again and check that one state alone, explaining the operations kept, dropped and torn",
+  },
+  list: { type: 'boolean', help: 'list the workloads and their planted mistakes' },
+  plant: { type: 'string', value: 'NAME', help: 'plant a known mistake (test-only; shows what a violation looks like)' },
+} as const satisfies FlagTable;
 
 const USAGE = `usage: seglog crash [workload...] [options]
        seglog crash --replay <reproducer>
@@ -16,16 +35,7 @@ Runs crash workloads on a recording file system and checks every disk state a cr
 (docs/crash-testing.md). Workloads: ${workloadNames().join(', ')} (default: all).
 
 options:
-  --seed N          seed of the workloads' choices and of the state sampling (default 1)
-  --max-states N    most states checked per workload; more are sampled evenly (default 4000)
-  --exhaustive      every subset of up to 14 unsynced operations, crossed with every torn write;
-                    no sampling unless --max-states is given (can take long)
-  --scale X         workload size multiplier (default 1)
-  --json            print the report as JSON (no progress bar, no table)
-  --replay R        record the reproducer's run again and check that one state alone, explaining
-                    the operations kept, dropped and torn
-  --list            list the workloads and their planted mistakes
-  --plant NAME      plant a known mistake (test-only; shows what a violation looks like)
+${formatFlags(FLAGS)}
 exit: 0 no violation, 1 violations, 2 bad usage`;
 
 interface Args {
@@ -40,60 +50,21 @@ interface Args {
   plant: string | null;
 }
 
-class UsageError extends Error {}
-
-function parseArgs(argv: string[]): Args {
-  const args: Args = { workloads: [], seed: 1, maxStates: undefined, exhaustive: false, scale: 1, json: false, replay: null, list: false, plant: null };
-  const value = (i: number, flag: string): string => {
-    const v = argv[i + 1];
-    if (v === undefined) throw new UsageError(`${flag} needs a value`);
-    return v;
+function argsOf(line: CommandLine<typeof FLAGS>): Args {
+  const v = line.values;
+  const unknown = line.positionals.find((w) => !workloadNames().includes(w));
+  if (unknown !== undefined) throw new UsageError(`unknown workload '${unknown}' (known: ${workloadNames().join(', ')})`);
+  return {
+    workloads: line.positionals,
+    seed: v.seed ?? 1,
+    maxStates: v['max-states'],
+    exhaustive: v.exhaustive,
+    scale: v.scale ?? 1,
+    json: v.json,
+    replay: v.replay ?? null,
+    list: v.list,
+    plant: v.plant ?? null,
   };
-  const integer = (text: string, flag: string, min: number): number => {
-    const n = Number(text);
-    if (!Number.isSafeInteger(n) || n < min) throw new UsageError(`${flag} takes an integer >= ${min}, got '${text}'`);
-    return n;
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    switch (a) {
-      case '--seed':
-        args.seed = integer(value(i++, a), a, 0);
-        break;
-      case '--max-states':
-        args.maxStates = integer(value(i++, a), a, 1);
-        break;
-      case '--scale': {
-        const n = Number(value(i++, a));
-        if (!(n > 0 && n <= 100)) throw new UsageError(`--scale takes a number in (0, 100]`);
-        args.scale = n;
-        break;
-      }
-      case '--exhaustive':
-        args.exhaustive = true;
-        break;
-      case '--json':
-        args.json = true;
-        break;
-      case '--replay':
-        args.replay = value(i++, a);
-        break;
-      case '--list':
-        args.list = true;
-        break;
-      case '--plant':
-        args.plant = value(i++, a);
-        break;
-      case '-h':
-      case '--help':
-        throw new UsageError('');
-      default:
-        if (a.startsWith('-')) throw new UsageError(`unknown option '${a}'`);
-        if (!workloadNames().includes(a)) throw new UsageError(`unknown workload '${a}' (known: ${workloadNames().join(', ')})`);
-        args.workloads.push(a);
-    }
-  }
-  return args;
 }
 
 function thousands(n: number): string {
@@ -165,14 +136,15 @@ export function formatCrashReport(report: CrashRunReport, maxDetailed = 3): stri
 }
 
 export async function runCrashCommand(argv: string[]): Promise<number> {
+  const line = parseOrExplain('seglog crash', USAGE, argv, FLAGS, { name: 'workload names', min: 0, max: Infinity });
+  if (typeof line === 'number') return line;
   let args: Args;
   try {
-    args = parseArgs(argv);
+    args = argsOf(line);
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
-    if (err.message !== '') console.error(`seglog crash: ${err.message}\n`);
-    console.error(USAGE);
-    return err.message === '' ? 0 : 2;
+    console.error(`seglog crash: ${err.message}\n\n${synopsis(USAGE)}\n(\`seglog crash --help\` for the options)`);
+    return 2;
   }
 
   if (args.list) {

@@ -13,25 +13,30 @@ import { CommitBatch } from '../host/batch.js';
 import { encodeKvCommand } from '../raft/kv.js';
 import type { Entry } from '../raft/types.js';
 import { realFs } from '../fs/real.js';
+import { formatFlags, parseOrExplain, type FlagTable } from './cli.js';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-function parseArgs(argv: string[]): { dir: string; records: number } {
-  let dir = 'seglog-data';
-  let records = 1000;
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    if (arg === '--dir' && argv[i + 1] !== undefined) dir = argv[++i] as string;
-    else if (arg === '--records' && argv[i + 1] !== undefined) records = Number(argv[++i]);
-    else throw new Error(`seglog demo: unknown argument '${arg}' (usage: seglog demo [--dir D] [--records N])`);
-  }
-  if (!Number.isSafeInteger(records) || records < 1) throw new Error('seglog demo: --records takes a positive integer');
-  return { dir: path.resolve(dir), records };
-}
+const FLAGS = {
+  dir: { type: 'string', value: 'D', help: 'the data directory (default ./seglog-data; created if missing, never deleted)' },
+  records: { type: 'integer', min: 1, help: 'records each run appends to the log (default 1000)' },
+} as const satisfies FlagTable;
+
+const USAGE = `usage: seglog demo [--dir D] [--records N]
+
+The main job on an embedded data directory: a cell, a segmented log (N durable appends, 32 at a
+time), a host store scope committed under a fence token, and a Raft group with a payload. Run it
+twice: the second run finds the first run's data.
+
+options:
+${formatFlags(FLAGS)}`;
 
 export async function runDemo(argv: string[]): Promise<number> {
-  const { dir, records } = parseArgs(argv);
+  const line = parseOrExplain('seglog demo', USAGE, argv, FLAGS, { name: 'no positional argument', min: 0, max: 0 });
+  if (typeof line === 'number') return line;
+  const dir = path.resolve(line.values.dir ?? 'seglog-data');
+  const records = line.values.records ?? 1000;
   await realFs.mkdir(dir);
   console.log(`seglog demo on ${dir}`);
 

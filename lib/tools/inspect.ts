@@ -10,7 +10,8 @@
 
 import * as path from 'node:path';
 import type { FileSystem } from '../fs/types.js';
-import { verifyDataDirectory, verifyExitCode, type VerifyReport } from './verify.js';
+import { verifyDataDirectory, verifyExitCode, whyNothingToVerify, type VerifyReport } from './verify.js';
+import { formatFlags, parseOrExplain, type FlagTable } from './cli.js';
 import type { Described } from './verify/context.js';
 
 export interface InspectOptions {
@@ -64,7 +65,7 @@ function line(root: string, d: Described): string[] {
     }
     case 'raft-group':
       return [
-        `${at}/: Raft group ${JSON.stringify(v['id'])}, vote ${JSON.stringify(v['vote'])}, committed ${JSON.stringify(v['committed'])}, purged ${JSON.stringify(v['purged'])}, ` +
+        `${at}/: Raft group ${JSON.stringify(v['id'])}, vote ${voteText(v['vote'])}, committed ${logIdText(v['committed'])}, purged ${logIdText(v['purged'])}, ` +
           `${String(v['entries'])} entries, ${String(v['payloadsNamed'])} payload(s) named`,
       ];
     case 'host-realm':
@@ -74,6 +75,21 @@ function line(root: string, d: Described): string[] {
     default:
       return [`${at}: ${d.kind} ${JSON.stringify(d)}`];
   }
+}
+
+/** A Raft cell's decoded value: undefined when its file does not exist, null when it holds none. */
+function logIdText(v: unknown): string {
+  if (v === undefined) return 'never written';
+  if (v === null) return 'none';
+  const id = v as { leaderId: { term: number; nodeId: number }; index: number };
+  return `index ${id.index} (term ${id.leaderId.term}, node ${id.leaderId.nodeId})`;
+}
+
+function voteText(v: unknown): string {
+  if (v === undefined) return 'never written';
+  if (v === null) return 'none';
+  const vote = v as { leaderId: { term: number; nodeId: number }; committed: boolean };
+  return `term ${vote.leaderId.term} for node ${vote.leaderId.nodeId} (${vote.committed ? 'committed' : 'not committed'})`;
 }
 
 function posText(p: unknown): string {
@@ -137,38 +153,30 @@ export function formatInspectReport(report: VerifyReport): string {
   return lines.join('\n');
 }
 
+const FLAGS = {
+  records: { type: 'integer', min: 0, help: 'show the first N records of each log (default 5)' },
+  json: { type: 'boolean', help: 'print what was found as JSON' },
+} as const satisfies FlagTable;
+
 const USAGE = `usage: seglog inspect <dir> [--records N] [--json]
 
 Prints what a data directory holds (cells, logs and their segments, payloads, Raft groups, host
-store realms and their scopes), reading only. --records N shows the first N records of each log (default 5).`;
+store realms and their scopes), reading only, then verify's verdict in one line.
+
+options:
+${formatFlags(FLAGS)}
+exit: 0 (1 when verify finds errors, <dir> is missing or holds no seglog store), 2 bad usage`;
 
 export async function runInspectCommand(argv: string[]): Promise<number> {
-  let dir: string | null = null;
-  let json = false;
-  let records = 5;
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    if (a === '--json') json = true;
-    else if (a === '--records') {
-      const n = Number(argv[++i]);
-      if (!Number.isSafeInteger(n) || n < 0) {
-        console.error(`seglog inspect: --records takes a non-negative integer\n\n${USAGE}`);
-        return 2;
-      }
-      records = n;
-    } else if (a === '-h' || a === '--help') {
-      console.log(USAGE);
-      return 0;
-    } else if (a.startsWith('-') || dir !== null) {
-      console.error(`seglog inspect: unexpected argument '${a}'\n\n${USAGE}`);
-      return 2;
-    } else dir = a;
+  const line = parseOrExplain('seglog inspect', USAGE, argv, FLAGS, { name: 'a directory', min: 1, max: 1 });
+  if (typeof line === 'number') return line;
+  const dir = line.positionals[0]!;
+  const found = await whyNothingToVerify(dir, () => inspectDataDirectory(dir, { records: line.values.records ?? 5 }));
+  if ('problem' in found) {
+    console.error(`seglog inspect: ${found.problem}`);
+    return 1;
   }
-  if (dir === null) {
-    console.error(USAGE);
-    return 2;
-  }
-  const report = await inspectDataDirectory(dir, { records });
-  console.log(json ? JSON.stringify(report.described, null, 2) : formatInspectReport(report));
+  const report = found.report;
+  console.log(line.values.json ? JSON.stringify(report.described, null, 2) : formatInspectReport(report));
   return verifyExitCode(report) === 1 ? 1 : 0;
 }

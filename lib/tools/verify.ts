@@ -9,14 +9,16 @@
 //   lists as unchecked (cell slot bytes past the value: never read by anyone; docs/tools.md).
 // - Bounded memory: files are read in windows of at most 1 MiB (or one record), lengths checked
 //   against their bounds before they size a buffer.
-// Exit codes: 0 clean; 1 errors (damage a store cannot read past, or lost data); 3 warnings only
-// (what a crash can leave, or damage the stores tolerate); 2 bad usage.
+// Exit codes: 0 clean; 1 errors (damage a store cannot read past, or lost data), and a path that
+// is missing or holds no seglog store; 3 warnings only (what a crash can leave, or damage the
+// stores tolerate); 2 bad usage.
 
 import * as path from 'node:path';
 import type { FileSystem } from '../fs/types.js';
 import { realFs } from '../fs/real.js';
 import { VerifyContext, type Described, type Finding, type UncheckedRange, type VerifyCounts } from './verify/context.js';
 import { walkDataDirectory } from './verify/walk.js';
+import { formatFlags, parseOrExplain, type FlagTable } from './cli.js';
 
 export type { Finding, UncheckedRange, VerifyCounts, Described, Severity } from './verify/context.js';
 export { STORE_CHECKERS, type StoreChecker } from './verify/walk.js';
@@ -105,32 +107,51 @@ export function formatVerifyReport(report: VerifyReport): string {
   return lines.join('\n');
 }
 
+const FLAGS = {
+  json: { type: 'boolean', help: 'print the report as JSON, with its exit code' },
+} as const satisfies FlagTable;
+
 const USAGE = `usage: seglog verify <dir> [--json]
 
 Checks a data directory offline without writing to it: every checksum, cell, segment, index,
 segment chain (manifest against files), payload digest and reference, Raft log entry, host store
 realm (stripes and their published notes, checkpoint, fence, scope homes and their row files).
-exit: 0 clean, 1 errors, 3 warnings only, 2 bad usage`;
+<dir> may also be one file (a cell, a Raft snapshot).
+
+options:
+${formatFlags(FLAGS)}
+exit: 0 clean, 1 errors (or no seglog store at <dir>, or <dir> missing), 3 warnings only, 2 bad usage`;
+
+/** True when the report found at least one thing of a seglog format (a store, a log, a cell...). */
+export function holdsStore(report: VerifyReport): boolean {
+  return report.described.length > 0;
+}
+
+/**
+ * What `seglog verify` and `seglog inspect` say before they report: that `dir` is missing, or that
+ * it holds nothing seglog wrote; otherwise the report.
+ */
+export async function whyNothingToVerify(dir: string, report: () => Promise<VerifyReport>): Promise<{ problem: string } | { report: VerifyReport }> {
+  const root = path.resolve(dir);
+  if ((await realFs.stat(root)) === null) return { problem: `${root}: no such file or directory` };
+  const r = await report();
+  if (!holdsStore(r)) {
+    const unknown = r.unknown.length === 0 ? 'it is empty' : `${r.unknown.length} file(s) of no seglog format`;
+    return { problem: `no seglog store at ${root} (${unknown})` };
+  }
+  return { report: r };
+}
 
 export async function runVerifyCommand(argv: string[]): Promise<number> {
-  let dir: string | null = null;
-  let json = false;
-  for (const a of argv) {
-    if (a === '--json') json = true;
-    else if (a === '-h' || a === '--help') {
-      console.log(USAGE);
-      return 0;
-    } else if (a.startsWith('-') || dir !== null) {
-      console.error(`seglog verify: unexpected argument '${a}'\n\n${USAGE}`);
-      return 2;
-    } else dir = a;
+  const line = parseOrExplain('seglog verify', USAGE, argv, FLAGS, { name: 'a directory', min: 1, max: 1 });
+  if (typeof line === 'number') return line;
+  const found = await whyNothingToVerify(line.positionals[0]!, () => verifyDataDirectory(line.positionals[0]!));
+  if ('problem' in found) {
+    console.error(`seglog verify: ${found.problem}`);
+    return 1;
   }
-  if (dir === null) {
-    console.error(USAGE);
-    return 2;
-  }
-  const report = await verifyDataDirectory(dir);
-  if (json) {
+  const report = found.report;
+  if (line.values.json) {
     const { described: _described, ...rest } = report;
     console.log(JSON.stringify({ ...rest, exitCode: verifyExitCode(report) }, null, 2));
   } else {

@@ -90,7 +90,7 @@ export function nextIndex(m: RaftObserved): number {
   return m.first + m.entries.length;
 }
 
-/** The state after one call (calls take effect in call order: seed 002, API.md). */
+/** The state after one call (calls take effect in call order: docs/contracts/raft-store.md). */
 export function applyCall(m: RaftObserved, c: RaftCall, entries: readonly Entry[]): RaftObserved {
   switch (c.op) {
     case 'append':

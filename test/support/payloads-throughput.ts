@@ -1,5 +1,5 @@
 // Run as a program: put and get throughput of the payload store against a raw write + fsync and
-// a raw read of the same bytes, interleaved in one run (the disk's speed drifts: LESSONS.md), plus
+// a raw read of the same bytes, interleaved in one run (the disk's speed drifts: docs/benchmarks.md), plus
 // the peak growth of resident memory during put and get.
 //   node dist/test/support/payloads-throughput.js [MiB=256] [rounds=3] [dir=os.tmpdir()]
 // Prints one line per measurement and a JSON summary. Reads come from the page cache for both

@@ -242,7 +242,7 @@ export async function runRaftSimulation(options: SimOptions): Promise<SimReport>
       const data = encodeKvCommand({ op: 'set', key: `k${Math.floor(random() * 6)}`, value: enc.encode(`v${++serial}@${term}`) });
       let payloads: string[] | undefined;
       if (chance(0.25)) {
-        // Seed 002 §5: the body is durable on the leader before the record naming it is proposed.
+        // The ordering rule (docs/contracts/raft-store.md, section 5): the body is durable on the leader before the record naming it is proposed.
         const info = await (l.node as RaftNode<KvPlugin>).payloads.put(
           (async function* () {
             yield enc.encode(`payload ${serial} of term ${term}`);

@@ -7,7 +7,7 @@
 // in a throwaway process to find out) and is made again.
 
 import { spawn } from 'node:child_process';
-import { cp, symlink } from 'node:fs/promises';
+import { cp, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -19,6 +19,9 @@ export async function snapshotBuild(root: string, writer: string, probes: readon
     const dir = join(root, `dist-${attempt}`);
     for (const part of ['lib', 'cells', 'segments', 'test/support']) await cp(join(DIST, part), join(dir, part), { recursive: true });
     await symlink(join(DIST, '..', 'node_modules'), join(dir, 'node_modules'), 'dir');
+    // The copy has no package.json above it: without this one, Node before 20.19 (no module
+    // syntax detection) would load its .js files as CommonJS.
+    await writeFile(join(dir, 'package.json'), '{ "type": "module" }\n');
     const loads = await new Promise<boolean>((resolve) => {
       const code = probes.map((p) => `await import(${JSON.stringify(join(dir, p))});`).join(' ');
       spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: 'ignore' }).on('exit', (c) => resolve(c === 0));

@@ -23,6 +23,7 @@ import { isSeglogError } from '../../errors.js';
 import { CommitBatch } from '../batch.js';
 import { HostStoreError } from '../errors.js';
 import { scopeKey } from '../names.js';
+import { checkBatchToken, isRetryOf, stepScope, type ScopeTip } from '../plan.js';
 import {
   batchPayloadBytes,
   FRAME_HEADER_BYTES,
@@ -56,14 +57,7 @@ interface Member {
   reject: (err: unknown) => void;
 }
 
-interface Tip {
-  exists: boolean;
-  deleted: boolean;
-  version: number;
-  commitId: string;
-  first: number;
-  end: number;
-}
+type Tip = ScopeTip;
 
 type Verdict = { kind: 'landed' } | { kind: 'same'; as: Member } | { kind: 'accept' } | { kind: 'refuse'; error: HostStoreError };
 
@@ -298,63 +292,22 @@ export class Committer {
     return overlay.get(e) ?? this.#r.view.state(e);
   }
 
-  /** The checks of one member against the view and the members accepted before it in its group. */
+  /** The checks of one member against the view and the members accepted before it in its group (lib/host/plan.ts). */
   #check(s: number, m: Member, overlay: Map<ScopeEntry, Tip>, byCommitId: Map<string, Member>): Verdict {
     const r = this.#r;
     const batch = m.batch;
     const earlier = byCommitId.get(batch.commitId);
     if (earlier !== undefined) return { kind: 'same', as: earlier };
+    const tips = m.entries.map((e) => this.#tip(e, overlay));
     // A retry of a batch that landed: some scope it writes shows its commit id at its version.
-    for (let i = 0; i < m.updates.length; i++) {
-      const u = m.updates[i]!;
-      const e = m.entries[i]!;
-      const tip = this.#tip(e, overlay);
-      if (tip.version < u.next) continue;
-      if (tip.version === u.next && tip.commitId === batch.commitId) return { kind: 'landed' };
-      if (r.view.visibleAt(e, u.next)?.commitId === batch.commitId) return { kind: 'landed' };
-    }
-    const fence = this.#switches.skipFenceCheck === true ? batch.token : r.stripes[s]!.cursor.fence;
-    if (batch.token < fence) return { kind: 'refuse', error: HostStoreError.fencedOut(fence) };
-    if (batch.token > fence) return { kind: 'refuse', error: HostStoreError.invalid(`fence token ${batch.token} was never issued`) };
-    const next: Tip[] = [];
-    for (let i = 0; i < m.updates.length; i++) {
-      const u = m.updates[i]!;
-      const e = m.entries[i]!;
-      const tip = this.#tip(e, overlay);
-      const scope = batch.updates[i]!.scope;
-      if (!this.#switches.skipVersionChecks) {
-        if (u.previous === null && tip.deleted) {
-          return { kind: 'refuse', error: HostStoreError.invalid(`${scope.kind} scope ${JSON.stringify(scope.name)} was deleted; its name is not created again`, { update: i }) };
-        }
-        const current = tip.exists ? tip.version : null;
-        if (current !== u.previous) return { kind: 'refuse', error: HostStoreError.conflict(scope, current) };
-      }
-      const t: Tip = { exists: tip.exists, deleted: tip.deleted, version: u.next, commitId: batch.commitId, first: tip.first, end: tip.end };
-      if (u.previous === null) {
-        t.exists = true;
-        t.deleted = false;
-        t.first = 0;
-        t.end = 0;
-      }
-      if (u.delete === true) {
-        t.exists = false;
-        t.deleted = true;
-        t.first = t.end;
-      } else {
-        if (u.truncateAfter !== undefined) {
-          if (u.truncateAfter < t.first) {
-            return {
-              kind: 'refuse',
-              error: HostStoreError.invalid(`update ${i}: truncateAfter ${u.truncateAfter} is below the first visible row ${t.first}`, { update: i, first: t.first }),
-            };
-          }
-          if (u.truncateAfter < t.end) t.end = u.truncateAfter;
-        }
-        if (u.dropBefore !== undefined && u.dropBefore > t.first) t.first = Math.min(u.dropBefore, t.end);
-        t.end += u.append?.length ?? 0;
-        if (!Number.isSafeInteger(t.end)) return { kind: 'refuse', error: HostStoreError.invalid(`update ${i}: row indices would overflow`) };
-      }
-      next.push(t);
+    if (isRetryOf(batch, tips, (i, version) => r.view.visibleAt(m.entries[i]!, version)?.commitId)) return { kind: 'landed' };
+    let next: Tip[];
+    try {
+      checkBatchToken(batch.token, this.#switches.skipFenceCheck === true ? batch.token : r.stripes[s]!.cursor.fence);
+      next = batch.updates.map((u, i) => stepScope(u, i, tips[i]!, batch.commitId, !this.#switches.skipVersionChecks).after);
+    } catch (err) {
+      if (err instanceof HostStoreError) return { kind: 'refuse', error: err };
+      throw err;
     }
     for (let i = 0; i < m.entries.length; i++) overlay.set(m.entries[i]!, next[i]!);
     return { kind: 'accept' };

@@ -47,6 +47,7 @@ import { HomeRows, readHome, scopeDirOf } from './home.js';
 import { createStripeFile, Stripe, StripeGone, stripeDir, type HostMistakes } from './stripe.js';
 import { View, type ScopeEntry } from './view.js';
 import { InlineSyncPolicy } from '../../fs/inline-sync.js';
+import { isMissing, isExists } from '../../fs/errno.js';
 
 /** Settings a handle runs with (FsHostStoreOptions after defaults). */
 export interface RealmSettings {
@@ -74,14 +75,6 @@ export class BackOff extends Error {
   constructor() {
     super('back off and retry');
   }
-}
-
-function isMissing(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === 'ENOENT';
-}
-
-function isExists(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === 'EEXIST';
 }
 
 /** Reads a cell's value without opening it for writing (lock-free); null when the file does not exist. */

@@ -12,18 +12,19 @@
 // The design, the argument per obligation and the crash-safety argument are in
 // docs/host-store.md; the bytes in docs/format-host.md.
 
-import * as os from 'node:os';
-import { randomBytes } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
 import { isIndex } from '../../assert.js';
 import { monotonicClock, type Clock } from '../../clock.js';
+import { isMissing } from '../../fs/errno.js';
 import { realFs } from '../../fs/real.js';
 import type { FileSystem } from '../../fs/types.js';
 import { CommitBatch } from '../batch.js';
 import { HostStoreError } from '../errors.js';
-import { checkScopeKind, checkScopeName, checkScopeRef, compareNames, scopeKey } from '../names.js';
-import { FenceTiming } from '../timing.js';
+import { asHostError, checkAcquireMode, checkFenceToken, checkHolderId, checkListArgs, checkReadArgs, checkTiming } from '../guards.js';
+import { readBootId } from '../lease.js';
+import { checkScopeRef, compareNames, scopeKey } from '../names.js';
+import type { FenceTiming } from '../timing.js';
 import type { AcquireMode, FenceGrant, HeadPage, HostStore, ListedHead, Row, ScopeKind, ScopeRef, VersionedHead } from '../types.js';
 import { checkpointRound } from './checkpoint.js';
 import type { CheckpointAnswer, CheckpointRequest, CheckpointWorkerData } from './checkpoint-worker.js';
@@ -97,22 +98,6 @@ export interface FsHostStoreOptions {
   checkpointIn?: 'worker' | 'thread';
 }
 
-async function defaultBootId(): Promise<string> {
-  try {
-    const h = await realFs.open('/proc/sys/kernel/random/boot_id', 'read');
-    try {
-      const b = new Uint8Array(64);
-      const n = await h.read(b, 0);
-      return new TextDecoder().decode(b.subarray(0, n)).trim();
-    } finally {
-      await h.close();
-    }
-  } catch {
-    // No boot id on this platform: leases then cannot tell a reboot (see docs/host-store.md).
-    return 'no-boot-id';
-  }
-}
-
 function positiveInt(v: unknown, dflt: number, min: number, what: string): number {
   if (v === undefined) return dflt;
   if (!isIndex(v) || v < min) throw HostStoreError.invalid(`${what} must be an integer of at least ${min}`);
@@ -128,13 +113,10 @@ function nonNegative(v: unknown, dflt: number, what: string): number {
 /** Opens (creating if needed) the realm in `dir`. */
 export async function openFsHostStore(dir: string, options: FsHostStoreOptions = {}): Promise<FsHostStore> {
   if (typeof dir !== 'string' || dir.length === 0) throw HostStoreError.invalid('a host store needs a directory path');
-  const timing = options.timing ?? FenceTiming.default();
-  if (!(timing instanceof FenceTiming)) throw HostStoreError.invalid('timing must be a FenceTiming');
-  const holderId = options.holderId ?? `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
-  if (typeof holderId !== 'string' || holderId.length === 0 || Buffer.byteLength(holderId) > MAX_HOLDER_ID_BYTES) {
-    throw HostStoreError.invalid(`holderId must be a non-empty string of at most ${MAX_HOLDER_ID_BYTES} bytes`);
-  }
-  const bootText = await (options.bootId ?? defaultBootId)();
+  const timing = checkTiming(options.timing);
+  const holderId = checkHolderId(options.holderId, MAX_HOLDER_ID_BYTES);
+  // No boot id on this platform: leases then cannot tell a reboot (see docs/host-store.md).
+  const bootText = await (options.bootId ?? readBootId)();
   if (typeof bootText !== 'string' || bootText.length === 0) throw HostStoreError.invalid('bootId must answer a non-empty string');
   let stripes: number | undefined;
   try {
@@ -174,16 +156,6 @@ export async function openFsHostStore(dir: string, options: FsHostStoreOptions =
 }
 
 const openKey: unknown = Object.freeze({});
-
-function asHostError(err: unknown, what: string): HostStoreError {
-  if (err instanceof HostStoreError) return err;
-  const message = err instanceof Error ? err.message : String(err);
-  return HostStoreError.unavailable(`${what}: ${message}`, err);
-}
-
-function isMissing(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === 'ENOENT';
-}
 
 /** A handle on a realm kept in a directory (see the module header). Implements HostStore; `close()` is idempotent. */
 export class FsHostStore implements HostStore {
@@ -243,7 +215,7 @@ export class FsHostStore implements HostStore {
 
   async acquireFence(mode: AcquireMode): Promise<FenceGrant> {
     this.#usable();
-    if (mode !== 'exclusive' && mode !== 'takeover') throw HostStoreError.invalid(`acquire mode ${String(mode)} is not exclusive or takeover`);
+    checkAcquireMode(mode);
     try {
       return await acquire(this.#r, mode);
     } catch (err) {
@@ -253,7 +225,7 @@ export class FsHostStore implements HostStore {
 
   async renewFence(token: number): Promise<void> {
     this.#usable();
-    if (!isIndex(token)) throw HostStoreError.invalid(`fence token ${String(token)} is not a safe non-negative integer`);
+    checkFenceToken(token);
     try {
       await renew(this.#r, token);
     } catch (err) {
@@ -352,9 +324,7 @@ export class FsHostStore implements HostStore {
 
   async readRows(scope: ScopeRef, from: number, limit: number): Promise<Row[]> {
     this.#usable();
-    checkScopeRef(scope);
-    if (!isIndex(from)) throw HostStoreError.invalid(`from ${String(from)} is not a safe non-negative integer`);
-    if (!isIndex(limit)) throw HostStoreError.invalid(`limit ${String(limit)} is not a safe non-negative integer`);
+    checkReadArgs(scope, from, limit);
     return this.#load('read rows', async () => {
       const { e, st } = await this.#settle(scope);
       if (!st.exists) return [];
@@ -386,9 +356,7 @@ export class FsHostStore implements HostStore {
 
   async listHeads(kind: ScopeKind, after: string | null, limit: number): Promise<HeadPage> {
     this.#usable();
-    checkScopeKind(kind);
-    if (after !== null) checkScopeName(after, 'after');
-    if (!isIndex(limit) || limit < 1) throw HostStoreError.invalid(`limit ${String(limit)} is not an integer of at least 1`);
+    checkListArgs(kind, after, limit);
     return this.#load('list heads', async () => {
       const r = this.#r;
       for (let round = 0; ; round++) {

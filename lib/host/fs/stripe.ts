@@ -51,6 +51,7 @@ import {
 } from './format.js';
 import { Mutex } from './mutex.js';
 import type { Rec, RecUpdate } from './view.js';
+import { isMissing } from '../../fs/errno.js';
 
 const WINDOW_BYTES = 256 * 1024;
 const ZEROS = new Uint8Array(1024 * 1024);
@@ -138,10 +139,6 @@ export function stripeDir(realm: string, index: number): string {
   return path.join(realm, 'stripes', String(index));
 }
 
-function isMissing(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === 'ENOENT';
-}
-
 /** Creates stripe file `seq` with its header and `prealloc` bytes of zero-filled space, durably (directory too). */
 export async function createStripeFile(
   fs: FileSystem,
@@ -202,7 +199,7 @@ export class Stripe {
   poisoned: HostStoreError | null = null;
   /** When the lock was last used (for lingering). */
   lastUse = 0;
-  lingerTimer: NodeJS.Timeout | null = null;
+  lingerTimer: ReturnType<typeof setTimeout> | null = null;
 
   readonly #lock: LazyHandle;
   readonly #gate: LazyHandle;

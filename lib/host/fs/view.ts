@@ -20,6 +20,7 @@
 import { compareNames } from '../names.js';
 import type { ScopeKind } from '../types.js';
 import type { HomeValue } from './format.js';
+import type { ScopeTip } from '../plan.js';
 
 export const YES = 1;
 export const DEAD = 2;
@@ -67,14 +68,8 @@ export interface Run {
   src: Source;
 }
 
-/** What a scope shows. */
-export interface ScopeState {
-  exists: boolean;
-  deleted: boolean;
-  version: number;
-  commitId: string;
-  first: number;
-  end: number;
+/** What a scope shows: its tip (lib/host/plan.ts), where its head is, and its rows' runs. */
+export interface ScopeState extends ScopeTip {
   head: Source | null;
   runs: Run[];
 }

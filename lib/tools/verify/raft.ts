@@ -123,7 +123,7 @@ export async function checkRaftGroup(ctx: VerifyContext, dir: string, names: rea
         return;
       }
       for (const d of digests) {
-        if (!stores.some(([, held]) => held.has(d))) ctx.error(logDir, `raft log names payload ${d}, which no payload store of the node holds (seed 002 §5-6: CORRUPT at open)`);
+        if (!stores.some(([, held]) => held.has(d))) ctx.error(logDir, `raft log names payload ${d}, which no payload store of the node holds (the ordering rule: openRaftNode fails with CORRUPT)`);
       }
     });
   }

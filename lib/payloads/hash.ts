@@ -1,0 +1,212 @@
+// SHA-256 of a payload fed batch by batch: on the calling thread, or on the hashing thread.
+//
+// Owns: `PayloadHash` and its two kinds — `inlineHash()` hashes on the calling thread;
+// `threadHash()` hands each batch to the process's one hashing thread (./hash-worker.ts), so that
+// the event loop can copy, checksum, read and write the next batch meanwhile — and that thread's
+// life. Why a thread at all: SHA-256 runs at about 1.6 GB/s on one core here, slower than the page
+// cache takes writes and serves reads, so on the event loop it would bound a put or a get to less
+// than the disk's speed; the machine has a second core. Why not always: a hand-off costs about
+// 30 µs each way, more than hashing a small payload (docs/payloads.md, "Measurements").
+// Guarantees:
+// - Both kinds hash exactly the payload bytes of the frames they are given (each frame is
+//   `chunkBytes` of payload and a 4-byte CRC32; a batch's last frame may be shorter), in the order
+//   `update` was called; `digest` answers the SHA-256 of all of them.
+// - A thread hash reads a batch in shared memory while the caller may write it to a file; the
+//   caller must not change it until `update` resolved. A batch in an ordinary ArrayBuffer is
+//   moved to the thread (detached here) and back: use only the view `update` resolves with.
+// - The thread starts at the first `threadHash()`, is kept for the next, and keeps the process
+//   alive only while a request is outstanding. If it stops (an error inside it, or terminated),
+//   every outstanding request rejects with IO_ERROR, nothing is retried, and the next
+//   `threadHash()` starts a new thread; if none can be started, it answers an inline hash.
+
+import { createHash, type Hash } from 'node:crypto';
+import { Worker } from 'node:worker_threads';
+import { SeglogError } from '../errors.js';
+
+const CRC_BYTES = 4;
+
+/** What the main thread asks the hashing thread (hash-worker.ts). */
+export type HashRequest =
+  | { op: 'update'; id: number; job: number; buffer: ArrayBuffer | SharedArrayBuffer; offset: number; length: number; chunkBytes: number }
+  | { op: 'digest'; id: number; job: number }
+  | { op: 'drop'; job: number };
+
+/** What the hashing thread answers: the batch moved back (null when shared), or a digest. */
+export type HashReply = { id: number; buffer: ArrayBuffer | null } | { id: number; digest: Uint8Array };
+
+export interface PayloadHash {
+  /** True when the hashing thread does the work. */
+  readonly onThread: boolean;
+  /**
+   * Hashes the payload bytes of `frames` (whole frames, the last possibly shorter). Resolves with
+   * the batch, when the caller may use or change it again: the same view, or (an ArrayBuffer
+   * moved to the thread and back) a new view of the same bytes.
+   */
+  update(frames: Uint8Array, chunkBytes: number): Promise<Uint8Array>;
+  /** The SHA-256 of everything fed; the hash is spent after it. */
+  digest(): Promise<Uint8Array>;
+  /** Forgets the state (on failure or cancellation); later calls reject. Idempotent. */
+  abandon(): void;
+}
+
+function eachChunk(frames: Uint8Array, chunkBytes: number, fn: (chunk: Uint8Array) => void): void {
+  for (let at = 0; at < frames.length; ) {
+    const n = Math.min(chunkBytes, frames.length - at - CRC_BYTES);
+    fn(frames.subarray(at, at + n));
+    at += n + CRC_BYTES;
+  }
+}
+
+class InlineHash implements PayloadHash {
+  readonly onThread = false;
+  #hash: Hash | null = createHash('sha256');
+
+  update(frames: Uint8Array, chunkBytes: number): Promise<Uint8Array> {
+    const hash = this.#hash;
+    if (hash === null) return Promise.reject(new Error('payload hash used after its digest or abandon'));
+    eachChunk(frames, chunkBytes, (chunk) => hash.update(chunk));
+    return Promise.resolve(frames);
+  }
+
+  digest(): Promise<Uint8Array> {
+    const hash = this.#hash;
+    if (hash === null) return Promise.reject(new Error('payload hash used after its digest or abandon'));
+    this.#hash = null;
+    return Promise.resolve(new Uint8Array(hash.digest()));
+  }
+
+  abandon(): void {
+    this.#hash = null;
+  }
+}
+
+/** A hash on the calling thread. */
+export function inlineHash(): PayloadHash {
+  return new InlineHash();
+}
+
+interface Waiter {
+  resolve: (reply: HashReply) => void;
+  reject: (err: unknown) => void;
+}
+
+/** The hashing thread: requests by id, answered in order. */
+class HashThread {
+  readonly #worker: Worker;
+  readonly #waiting = new Map<number, Waiter>();
+  #nextId = 1;
+  #stopped: SeglogError | null = null;
+  #terminating = false;
+
+  constructor() {
+    this.#worker = new Worker(new URL('./hash-worker.js', import.meta.url));
+    this.#worker.unref();
+    this.#worker.on('message', (reply: HashReply) => {
+      const waiter = this.#waiting.get(reply.id);
+      if (waiter === undefined) return;
+      this.#waiting.delete(reply.id);
+      if (this.#waiting.size === 0 && !this.#terminating) this.#worker.unref();
+      waiter.resolve(reply);
+    });
+    this.#worker.on('error', (err) => this.#stop(err));
+    this.#worker.on('exit', (code) => this.#stop(new Error(`the hashing thread exited with code ${code}`)));
+  }
+
+  get stopped(): boolean {
+    return this.#stopped !== null;
+  }
+
+  request(make: (id: number) => HashRequest, transfer: ArrayBuffer[] = []): Promise<HashReply> {
+    if (this.#stopped !== null) return Promise.reject(this.#stopped);
+    const id = this.#nextId++;
+    return new Promise<HashReply>((resolve, reject) => {
+      if (this.#waiting.size === 0) this.#worker.ref();
+      this.#waiting.set(id, { resolve, reject });
+      this.#worker.postMessage(make(id), transfer);
+    });
+  }
+
+  /** A message that needs no answer. */
+  tell(message: HashRequest): void {
+    if (this.#stopped === null) this.#worker.postMessage(message);
+  }
+
+  #stop(cause: unknown): void {
+    if (this.#stopped === null) {
+      this.#stopped = new SeglogError('IO_ERROR', `the payload hashing thread stopped: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    }
+    const waiting = [...this.#waiting.values()];
+    this.#waiting.clear();
+    if (!this.#terminating) this.#worker.unref();
+    for (const w of waiting) w.reject(this.#stopped);
+  }
+
+  /** Stops the thread; the process stays alive until it is gone (an unref'd worker would not). */
+  terminate(): Promise<number> {
+    this.#terminating = true;
+    this.#worker.ref();
+    return this.#worker.terminate();
+  }
+}
+
+let thread: HashThread | null = null;
+let nextJob = 1;
+
+function liveThread(): HashThread | null {
+  if (thread === null || thread.stopped) {
+    try {
+      thread = new HashThread();
+    } catch {
+      thread = null; // no threads here: hash inline
+    }
+  }
+  return thread;
+}
+
+class ThreadHash implements PayloadHash {
+  readonly onThread = true;
+  readonly #thread: HashThread;
+  readonly #job = nextJob++;
+  #done = false;
+
+  constructor(t: HashThread) {
+    this.#thread = t;
+  }
+
+  async update(frames: Uint8Array, chunkBytes: number): Promise<Uint8Array> {
+    if (this.#done) throw new Error('payload hash used after its digest or abandon');
+    const { buffer, byteOffset: offset, byteLength: length } = frames; // a moved view reads 0 after
+    const moved = buffer instanceof ArrayBuffer;
+    const reply = await this.#thread.request((id) => ({ op: 'update', id, job: this.#job, buffer, offset, length, chunkBytes }), moved ? [buffer] : []);
+    if (!moved) return frames;
+    const back = 'buffer' in reply ? reply.buffer : null;
+    if (back === null) throw new Error('the hashing thread kept a moved batch');
+    return new Uint8Array(back, offset, length);
+  }
+
+  async digest(): Promise<Uint8Array> {
+    if (this.#done) throw new Error('payload hash used after its digest or abandon');
+    this.#done = true;
+    const reply = await this.#thread.request((id) => ({ op: 'digest', id, job: this.#job }));
+    if (!('digest' in reply)) throw new Error('the hashing thread answered a digest request without a digest');
+    return reply.digest;
+  }
+
+  abandon(): void {
+    if (this.#done) return;
+    this.#done = true;
+    this.#thread.tell({ op: 'drop', job: this.#job });
+  }
+}
+
+/** A hash on the hashing thread (inline when no thread can be started). */
+export function threadHash(): PayloadHash {
+  const t = liveThread();
+  return t === null ? new InlineHash() : new ThreadHash(t);
+}
+
+/** Test support: stops the hashing thread as a crash inside it would; answers when it is gone. */
+export async function stopHashThreadForTests(): Promise<void> {
+  const t = thread;
+  if (t !== null) await t.terminate();
+}
