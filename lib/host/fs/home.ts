@@ -42,7 +42,6 @@ import {
   type HomeValue,
   type RowFileRef,
 } from './format.js';
-import { isMissing } from '../../fs/errno.js';
 
 /** Row files the checkpointer keeps open at most (over every home it builds), process-wide. */
 const OPEN_ROW_FILES = 256;
