@@ -44,7 +44,8 @@ import {
   type RealmFormat,
 } from './format.js';
 import { HomeRows, readHome, scopeDirOf } from './home.js';
-import { createStripeFile, Stripe, StripeGone, stripeDir, type HostMistakes } from './stripe.js';
+import { Stripe, type HostMistakes } from './stripe.js';
+import { createStripeFile, StripeGone, stripeDir } from './stripe-files.js';
 import { View, type ScopeEntry } from './view.js';
 import { InlineSyncPolicy } from '../../fs/inline-sync.js';
 import { isMissing, isExists } from '../../fs/errno.js';

@@ -33,7 +33,8 @@ import { acquire, renew } from './fence.js';
 import { bootBytes, MAX_HOLDER_ID_BYTES, type HomeValue } from './format.js';
 import { readHome, readHomeHead, scopeDirOf } from './home.js';
 import { checkStripeCount, forEachLimited, RealmHandle, type RealmSettings } from './realm.js';
-import { StripeGone, type HostMistakes } from './stripe.js';
+import type { HostMistakes } from './stripe.js';
+import { StripeGone } from './stripe-files.js';
 import { PENDING, ScopeEntry, type ScopeState } from './view.js';
 
 const MiB = 1024 * 1024;
