@@ -75,7 +75,7 @@ import {
   type RealmFormat,
   type StripeHeader,
 } from '../../host/fs/format.js';
-import { recOf } from '../../host/fs/stripe.js';
+import { recOf } from '../../host/fs/stripe-scan.js';
 import { DEAD, PENDING, View, type Rec } from '../../host/fs/view.js';
 import { checkCellFile } from './cell.js';
 import { checkEmpty } from './log.js';
