@@ -38,13 +38,20 @@ import { realFs } from '../fs/real.js';
 import { openCell, type Cell } from '../../cells/index.js';
 import {
   BLOB_HEADER_BYTES,
+  BLOBS,
+  CLOCK_NAME,
+  CLOCK_SLOT_BYTES,
   DEFAULT_CHUNK_BYTES,
   DIGEST_PREFIX,
   FORMAT_BYTES,
+  FORMAT_NAME,
+  LOCK_NAME,
   MAX_CHUNK_BYTES,
   MAX_HOLDERS,
   MIN_CHUNK_BYTES,
+  REFS,
   REFS_HEADER_BYTES,
+  TMP,
   checkFormat,
   decodeBlobHeader,
   decodeRefs,
@@ -161,15 +168,7 @@ export interface PayloadVerifyReport {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Layout
-
-const LOCK_NAME = 'LOCK';
-const FORMAT_NAME = 'FORMAT';
-const CLOCK_NAME = 'CLOCK';
-const CLOCK_SLOT_BYTES = 64;
-const BLOBS = 'blobs';
-const REFS = 'refs';
-const TMP = 'tmp';
+// Layout (the names are format.ts's)
 
 function tempName(kind: 'put' | 'ref' | 'format'): string {
   return `${kind}-${randomBytes(8).toString('hex')}`;

@@ -19,7 +19,17 @@ import { openCell, type Cell } from '../../../cells/index.js';
 import type { FileHandle } from '../../fs/types.js';
 import { HostStoreError } from '../errors.js';
 import type { AcquireMode, FenceGrant } from '../types.js';
-import { decodeFenceState, encodeFencePayload, encodeFenceState, FRAME_HEADER_BYTES, sameBytes, type FenceState } from './format.js';
+import {
+  decodeFenceState,
+  encodeFencePayload,
+  encodeFenceState,
+  FENCE_DIR,
+  FENCE_LOCK_FILE,
+  FENCE_STATE_FILE,
+  FRAME_HEADER_BYTES,
+  sameBytes,
+  type FenceState,
+} from './format.js';
 import type { RealmHandle } from './realm.js';
 import { lockWithin } from './realm-locks.js';
 import { GroupFailed } from './stripe.js';
@@ -30,11 +40,11 @@ async function withFence<T>(r: RealmHandle, fn: (state: FenceState | null, cell:
   let lock: FileHandle | null = null;
   let cell: Cell | null = null;
   try {
-    lock = await fs.open(path.join(r.dir, 'fence', 'lock'), 'write');
+    lock = await fs.open(path.join(r.dir, FENCE_DIR, FENCE_LOCK_FILE), 'write');
     await lockWithin(lock, r.s.lockWaitMs, 'the fence');
-    cell = await openCell(path.join(r.dir, 'fence', 'state'), { fs });
+    cell = await openCell(path.join(r.dir, FENCE_DIR, FENCE_STATE_FILE), { fs });
     const raw = await cell.read();
-    return await fn(raw === null ? null : decodeFenceState(raw, path.join(r.dir, 'fence', 'state')), cell);
+    return await fn(raw === null ? null : decodeFenceState(raw, path.join(r.dir, FENCE_DIR, FENCE_STATE_FILE)), cell);
   } finally {
     if (cell !== null) await cell.close().catch(() => undefined);
     if (lock !== null) await lock.close().catch(() => undefined);

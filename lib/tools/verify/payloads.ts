@@ -12,10 +12,17 @@ import * as path from 'node:path';
 import { createHash } from 'node:crypto';
 import {
   BLOB_HEADER_BYTES,
+  BLOBS,
   CHUNK_CRC_BYTES,
+  CLOCK_NAME as CLOCK,
+  CLOCK_SLOT_BYTES,
   FORMAT_BYTES,
+  FORMAT_NAME as FORMAT,
+  LOCK_NAME as LOCK,
   MAX_REFS_BODY_BYTES,
+  REFS,
   REFS_HEADER_BYTES,
+  TMP,
   checkFormat,
   chunkCount,
   chunkCrc,
@@ -31,14 +38,6 @@ import { checkCellFile } from './cell.js';
 import { checkEmpty } from './log.js';
 import { VerifyError, messageOf, type VerifyContext } from './context.js';
 
-// The layout (docs/payloads.md "Layout"); lib/payloads/store.ts keeps these names private.
-const LOCK = 'LOCK';
-const FORMAT = 'FORMAT';
-const CLOCK = 'CLOCK';
-const CLOCK_SLOT_BYTES = 64;
-const BLOBS = 'blobs';
-const REFS = 'refs';
-const TMP = 'tmp';
 const MAX_READ = 1 << 20;
 
 export function isPayloadStoreDirectory(names: readonly string[]): boolean {
@@ -92,56 +91,54 @@ export async function checkPayloadStore(ctx: VerifyContext, dir: string, names: 
   }
 
   const payloads: { digest: string; size: number; holders: number }[] = [];
-  for (const hh of (await listDir(ctx, path.join(dir, BLOBS))).sort()) {
-    const sub = path.join(dir, BLOBS, hh);
-    if (!isFanoutName(hh)) {
-      ctx.unknown.push(sub);
-      continue;
-    }
-    for (const hex of (await listDir(ctx, sub)).sort()) {
-      const file = path.join(sub, hex);
-      if (!isHexName(hex) || fanoutOf(hex) !== hh) {
-        ctx.unknown.push(file);
-        continue;
-      }
-      const size = await checkBlob(ctx, file, hex);
-      digests.add(DIGEST_PREFIX + hex);
-      payloads.push({ digest: DIGEST_PREFIX + hex, size, holders: 0 });
-    }
+  for await (const { hex, file } of fanoutFiles(ctx, path.join(dir, BLOBS))) {
+    const size = await checkBlob(ctx, file, hex);
+    digests.add(DIGEST_PREFIX + hex);
+    payloads.push({ digest: DIGEST_PREFIX + hex, size, holders: 0 });
   }
 
   const holders = new Map<string, number>();
-  for (const hh of (await listDir(ctx, path.join(dir, REFS))).sort()) {
-    const sub = path.join(dir, REFS, hh);
-    if (!isFanoutName(hh)) {
-      ctx.unknown.push(sub);
-      continue;
-    }
-    for (const hex of (await listDir(ctx, sub)).sort()) {
-      const file = path.join(sub, hex);
-      if (!isHexName(hex) || fanoutOf(hex) !== hh) {
-        ctx.unknown.push(file);
-        continue;
+  for await (const { hex, file } of fanoutFiles(ctx, path.join(dir, REFS))) {
+    ctx.counts.refFiles++;
+    const bytes = await ctx.readBounded(file, REFS_HEADER_BYTES + MAX_REFS_BODY_BYTES + 4, 'refcount file');
+    if (bytes === null) continue;
+    ctx.sawFile(bytes.length);
+    try {
+      const list = decodeRefs(bytes, hex, file);
+      holders.set(DIGEST_PREFIX + hex, list.length);
+      if (!digests.has(DIGEST_PREFIX + hex)) {
+        ctx.error(file, `payload ${DIGEST_PREFIX}${hex} has ${list.length} holder(s) but no bytes`);
       }
-      ctx.counts.refFiles++;
-      const bytes = await ctx.readBounded(file, REFS_HEADER_BYTES + MAX_REFS_BODY_BYTES + 4, 'refcount file');
-      if (bytes === null) continue;
-      ctx.sawFile(bytes.length);
-      try {
-        const list = decodeRefs(bytes, hex, file);
-        holders.set(DIGEST_PREFIX + hex, list.length);
-        if (!digests.has(DIGEST_PREFIX + hex)) {
-          ctx.error(file, `payload ${DIGEST_PREFIX}${hex} has ${list.length} holder(s) but no bytes`);
-        }
-      } catch (err) {
-        ctx.error(file, messageOf(err));
-      }
+    } catch (err) {
+      ctx.error(file, messageOf(err));
     }
   }
   for (const p of payloads) p.holders = holders.get(p.digest) ?? 0;
   ctx.describe({ kind: 'payloads', path: dir, storeTimeMs: clock, payloads });
   for (const n of names) if (!claimed.has(n)) ctx.unknown.push(path.join(dir, n));
   return claimed;
+}
+
+/**
+ * The files `<root>/<hh>/<64 hex>` (blobs or refcount files), in name order, one fan-out directory
+ * listed at a time; a misnamed entry is noted as unknown and passed over.
+ */
+async function* fanoutFiles(ctx: VerifyContext, root: string): AsyncGenerator<{ hex: string; file: string }> {
+  for (const hh of (await listDir(ctx, root)).sort()) {
+    const sub = path.join(root, hh);
+    if (!isFanoutName(hh)) {
+      ctx.unknown.push(sub);
+      continue;
+    }
+    for (const hex of (await listDir(ctx, sub)).sort()) {
+      const file = path.join(sub, hex);
+      if (!isHexName(hex) || fanoutOf(hex) !== hh) {
+        ctx.unknown.push(file);
+        continue;
+      }
+      yield { hex, file };
+    }
+  }
 }
 
 async function listDir(ctx: VerifyContext, dir: string): Promise<string[]> {
