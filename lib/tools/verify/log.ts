@@ -13,6 +13,7 @@
 // segment being checked.
 
 import * as path from 'node:path';
+import { crc32 } from 'node:zlib';
 import type { FileHandle } from '../../fs/types.js';
 import {
   FRAME_HEADER_BYTES,
@@ -25,6 +26,7 @@ import {
   checkFrame,
   checkSegmentHeader,
   decodeIndex,
+  decodeIndexHeader,
   decodeManifest,
   decodeSegmentHeader,
   idHex,
@@ -42,6 +44,8 @@ import { VerifyError, messageOf, preview, type VerifyContext } from './context.j
 /** The most a frame's length field may claim (segments/options.ts MAX_RECORD_LIMIT). */
 const MAX_RECORD_BYTES = 1024 * 1024 * 1024;
 const WINDOW = 1 << 20;
+/** The largest index the format allows: one of a 4 GiB segment of empty frames. */
+const MAX_INDEX_BYTES = INDEX_HEADER_BYTES + 4 * Math.floor((2 ** 32 - HEADER_BYTES) / FRAME_HEADER_BYTES);
 
 export interface LogCheckOptions {
   /** What the log is, in messages (default 'log'). */
@@ -282,8 +286,20 @@ async function checkSegment(ctx: VerifyContext, spec: SegmentSpec): Promise<Omit
       const idxSize = st?.size ?? 0;
       if (idxSize > bound) {
         ctx.sawFile(idxSize);
-        ctx.warning(spec.idxPath, `${role}: index of ${idxSize} bytes is longer than its segment could need (ignored, rebuilt by a scan)`);
-        indexState = 'invalid';
+        // Not read whole (a length the segment cannot back); its header and CRC still tell whether
+        // it is a valid index, which then lists frames the segment file no longer holds.
+        const claim = sealed ? null : await indexClaim(ctx, spec, idxSize);
+        if (claim !== null) {
+          ctx.error(
+            segPath,
+            `${role}: the segment ends at ${size} bytes, but its index lists ${claim.count} records ending at ${claim.endOffset}, durable when it was written: acknowledged records are lost (CORRUPT at open)`,
+            size,
+          );
+          indexState = `${claim.count} records (past the end of the segment)`;
+        } else {
+          ctx.warning(spec.idxPath, `${role}: index of ${idxSize} bytes is longer than its segment could need (ignored, rebuilt by a scan)`);
+          indexState = 'invalid';
+        }
       } else {
         const bytes = await ctx.readBounded(spec.idxPath, bound, 'index');
         if (bytes !== null) {
@@ -307,11 +323,20 @@ async function checkSegment(ctx: VerifyContext, spec: SegmentSpec): Promise<Omit
                 }
               }
             } else {
-              // The last segment's index claims only records that were durable when it was written.
-              if (idx.count > live.count) {
+              // The last segment's index claims only records that were durable when it was written:
+              // the log's floor. A shortfall below it is damage, which the open refuses (the file
+              // cut short, or the last listed record failing) or a read meets (a record before it).
+              if (idx.endOffset > size) {
                 ctx.error(
                   segPath,
-                  `${role}: record ${base + live.count} at offset ${live.endOffset} fails its ${live.stop} check, but the index lists ${idx.count} records (durable when it was written): acknowledged records are damaged`,
+                  `${role}: the segment ends at ${size} bytes, but its index lists ${idx.count} records ending at ${idx.endOffset}, durable when it was written: acknowledged records are lost (CORRUPT at open)`,
+                  size,
+                );
+              } else if (idx.count > live.count) {
+                const when = live.count === idx.count - 1 ? 'CORRUPT at open' : 'CORRUPT when read';
+                ctx.error(
+                  segPath,
+                  `${role}: record ${base + live.count} at offset ${live.endOffset} fails its ${live.stop} check, but the index lists ${idx.count} records (durable when it was written): acknowledged records are damaged (${when})`,
                   live.endOffset,
                 );
               }
@@ -341,6 +366,32 @@ async function checkSegment(ctx: VerifyContext, spec: SegmentSpec): Promise<Omit
     return null;
   } finally {
     await handle.close().catch(() => undefined);
+  }
+}
+
+/**
+ * What an index too long to read whole claims (the log's open reads it the same way): its
+ * header, and its CRC checked over the table in windows; null unless it is a valid index of the
+ * segment.
+ */
+async function indexClaim(ctx: VerifyContext, spec: SegmentSpec, size: number): Promise<{ count: number; endOffset: number } | null> {
+  if (size > MAX_INDEX_BYTES) return null;
+  const h = await ctx.fs.open(spec.idxPath, 'read');
+  try {
+    const head = new Uint8Array(INDEX_HEADER_BYTES);
+    if ((await h.read(head, 0)) !== head.length) return null;
+    const claim = decodeIndexHeader(head, spec.base, spec.id);
+    if (claim === null || size !== INDEX_HEADER_BYTES + 4 * claim.count) return null;
+    let crc = claim.crcSeed;
+    const buf = new Uint8Array(Math.min(WINDOW, size - INDEX_HEADER_BYTES));
+    for (let at = INDEX_HEADER_BYTES; at < size; at += buf.length) {
+      const view = buf.subarray(0, Math.min(buf.length, size - at));
+      if ((await h.read(view, at)) !== view.length) return null;
+      crc = crc32(view, crc);
+    }
+    return crc === claim.crc ? { count: claim.count, endOffset: claim.endOffset } : null;
+  } finally {
+    await h.close().catch(() => undefined);
   }
 }
 
