@@ -15,6 +15,8 @@ import { MemoryFs, type DiskImage } from '../lib/fs/memory.js';
 import { verifyDataDirectory } from '../lib/tools/verify.js';
 import { openRaftNode } from '../lib/raft/node.js';
 import type { Entry } from '../lib/raft/types.js';
+import { exploreCrashStates, type CrashState } from '../lib/crash/index.js';
+import { decodeIndex, decodeSegmentHeader } from '../segments/format.js';
 
 const DIR = '/data/log';
 
@@ -281,6 +283,77 @@ test('after truncateAfter and reset the floor follows: reopening never reports d
   assert.equal(log.endIndex, 501);
   await log.close();
   assert.equal((await verifyDataDirectory(DIR, { fs })).errors, 0);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Every crash state around checkpoints and the close: no false CORRUPT, and the floor holds
+
+test('crash states around index checkpoints and the close: each opens with every acknowledged record; damage under its floor is CORRUPT', async (t) => {
+  // 64 KiB records in one segment: a checkpoint (index written and synced, the directory synced
+  // with the first) after the 64th and the 128th synced append, then a clean close.
+  const m = new MemoryFs({ image: { dirs: ['/data'], files: {} } });
+  const segmentBytes = 32 << 20;
+  const log = await openSegmentedLog(DIR, { fs: m, segmentBytes });
+  const big = (i: number): Buffer => record(i, 64 * 1024);
+  const n = 136;
+  m.mark('ack', 0);
+  for (let i = 0; i < n; i++) {
+    await log.append([big(i)]);
+    m.mark('ack', i + 1);
+    if (i === 63 || i === 127) await log.sync(); // lets the checkpoint finish before the next append
+  }
+  await log.close();
+  m.mark('closed', n);
+  let damaged = 0;
+  let floors = 0;
+  const result = await exploreCrashStates({
+    initial: m.initialImage,
+    trace: m.trace,
+    points: 'syncs',
+    maxStates: 1500,
+    maxViolations: 3,
+    check: async (state: CrashState) => {
+      let acked = 0;
+      for (const e of state.acknowledged) if (e.label === 'ack' || e.label === 'closed') acked = Math.max(acked, e.detail as number);
+      const fs = imageFs(state.image);
+      const reopened = await openSegmentedLog(DIR, { fs, segmentBytes });
+      const end = reopened.endIndex;
+      assert.ok(end >= acked && end <= n, `reopened with ${end} records, ${acked} acknowledged`);
+      if (end > 0) {
+        const last = await reopened.read(end - 1, 1);
+        assert.ok(Buffer.from(last[0]!).equals(big(end - 1)), 'the last record is the one written');
+      }
+      await reopened.close();
+      // Every eighth state: a flipped bit in the record the floor lists last must be CORRUPT.
+      if (state.point % 8 !== 0 || end === 0) return;
+      const seg = lastSegment(state.image);
+      const idxBytes = state.image.files[seg.replace(/\.seg$/, '.idx')];
+      const header = decodeSegmentHeader(state.image.files[seg]!);
+      // A torn index fails its CRC: no floor in that state (the scan starts at the header).
+      const idx = idxBytes === undefined || header === null ? null : decodeIndex(idxBytes, header.base, header.id);
+      if (idx === null || idx.count === 0) return;
+      assert.ok(idx.count <= end, `${state.id}: the floor (${idx.count}) is never above what opens (${end})`);
+      floors++;
+      const count = idx.count;
+      const at = idx.offsets[count - 1]!;
+      const bad = withFile(state.image, seg, flipBit(state.image.files[seg]!, at + 16 + 77));
+      const probe = await openSegmentedLog(DIR, { fs: imageFs(bad), segmentBytes }).then(
+        async (l) => {
+          const got = l.endIndex;
+          await l.close();
+          return got;
+        },
+        (err: unknown) => err,
+      );
+      if (probe instanceof SeglogError && probe.code === 'CORRUPT' && probe.details['offset'] === at) damaged++;
+      else assert.fail(`${state.id}: damage of record ${count - 1} under a floor of ${count}: ${String(probe)}`);
+    },
+  });
+  t.diagnostic(`checkpoints: ${result.states} crash states checked (${JSON.stringify(result.byFamily)}), ${result.points} points, ${floors} floors damaged → ${damaged} CORRUPT, ${result.elapsedMs.toFixed(0)} ms${result.truncated ? ' (capped)' : ''}`);
+  assert.deepEqual(result.violations.map((v) => `${v.id}: ${String(v.error)}\n${v.description}`), []);
+  assert.ok(floors > 0 && damaged === floors, 'damage under a floor was tried and found');
+  const indexCalls = m.trace.filter((e) => e.path.endsWith('.idx') && (e.kind === 'write' || e.kind === 'datasync')).length;
+  assert.ok(indexCalls >= 6, `two checkpoints and the close wrote and synced the index (${indexCalls} calls)`);
 });
 
 // ---------------------------------------------------------------------------------------------
