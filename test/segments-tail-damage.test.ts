@@ -285,6 +285,47 @@ test('after truncateAfter and reset the floor follows: reopening never reports d
   assert.equal((await verifyDataDirectory(DIR, { fs })).errors, 0);
 });
 
+test('every byte of a cleanly closed last segment flipped, every length cut: CORRUPT or every record, never fewer', async () => {
+  const { image, records } = await closedLog(12);
+  const seg = lastSegment(image);
+  const bytes = image.files[seg]!;
+  const end = frameStarts(bytes, records.length)[records.length]!;
+  const outcomes = { corruptAtOpen: 0, corruptAtRead: 0, intact: 0 };
+  const judge = async (state: DiskImage, what: string): Promise<void> => {
+    let log: SegmentedLog;
+    try {
+      log = await openSegmentedLog(DIR, { fs: imageFs(state) });
+    } catch (err) {
+      assert.ok(err instanceof SeglogError && err.code === 'CORRUPT', `${what}: ${String(err)}`);
+      outcomes.corruptAtOpen++;
+      return;
+    }
+    try {
+      assert.equal(log.endIndex, records.length, `${what}: never fewer records than acknowledged`);
+      let got: Uint8Array[];
+      try {
+        got = await readAll(log);
+      } catch (err) {
+        assert.ok(err instanceof SeglogError && err.code === 'CORRUPT', `${what}: ${String(err)}`);
+        outcomes.corruptAtRead++;
+        return;
+      }
+      assert.deepEqual(got.map((r) => Buffer.from(r)), records, `${what}: exactly the records written`);
+      outcomes.intact++;
+    } finally {
+      await log.close();
+    }
+  };
+  // Every byte of the header and the frames, and the first 256 of the zero-filled space after them.
+  const upTo = Math.min(bytes.length, end + 256);
+  for (let at = 0; at < upTo; at++) await judge(withFile(image, seg, flipBit(bytes, at, at % 8)), `bit ${at % 8} of byte ${at}`);
+  for (let cut = 0; cut < upTo; cut++) await judge(withFile(image, seg, bytes.subarray(0, cut)), `cut to ${cut}`);
+  // Every flip and every cut below the end of the last frame is damage, detected; past it only
+  // zeros lie (a flip there is a torn tail, cut; a cut there removes nothing).
+  assert.equal(outcomes.corruptAtOpen + outcomes.corruptAtRead, 2 * end, `every flip and cut below the end is detected (${JSON.stringify(outcomes)})`);
+  assert.equal(outcomes.intact, 2 * (upTo - end));
+});
+
 // ---------------------------------------------------------------------------------------------
 // Every crash state around checkpoints and the close: no false CORRUPT, and the floor holds
 
