@@ -231,7 +231,7 @@ async function durableFloor(r: RecoveryRooms, handle: FileHandle, seg: Segment, 
   if (claim.endOffset > size) {
     throw corrupt(
       `segment ${seg.segPath}: ends at ${size} bytes, but its index lists ${claim.count} records (to ${last}) ending at ${claim.endOffset}, all durable when it was written: acknowledged records are lost`,
-      { file: seg.segPath, offset: size, index: seg.base + (idx === null ? 0 : firstFrameEndingPast(idx, size)) },
+      idx === null ? { file: seg.segPath, offset: size } : { file: seg.segPath, offset: size, index: seg.base + firstFrameEndingPast(idx, size) },
     );
   }
   assert(idx !== null, 'an index that fits its segment file was read whole');

@@ -2,7 +2,9 @@
 //
 // Owns: `SegmentFiles` — starting a segment file (its header, then zeros, synced with its
 // directory entry), cutting a segment file to a length, writing and reading a segment's index
-// (`<segment>.idx`), unlinking, and checking that a range of a file is all zeros. Every I/O error
+// (`<segment>.idx`; also what an index too long to read whole claims, `indexClaimOf`, which
+// `seglog verify` shares), syncing the directory, unlinking, and checking that a range of a file
+// is all zeros. Every I/O error
 // comes back as a typed SeglogError naming the file. Guarantees: a started segment file and its
 // name are durable when `startSegmentFile` resolves (so a manifest may name it); a cut is
 // durable when `cutFile` resolves; an index is derived data, synced only when its caller asks.
@@ -11,7 +13,7 @@
 import { crc32 } from 'node:zlib';
 import { fromIo } from '../lib/errors.js';
 import type { FileHandle } from '../lib/fs/types.js';
-import { FRAME_HEADER_BYTES, HEADER_BYTES, INDEX_HEADER_BYTES, decodeIndex, decodeIndexHeader, encodeSegmentHeader } from './format.js';
+import { FRAME_HEADER_BYTES, HEADER_BYTES, INDEX_HEADER_BYTES, decodeIndex, decodeIndexHeader, encodeSegmentHeader, type SegmentId } from './format.js';
 import type { Segment } from './segment.js';
 import type { LogState } from './state.js';
 
@@ -157,19 +159,8 @@ export class SegmentFiles {
     }
     try {
       const size = await h.size();
-      if (size <= indexBound(segmentSize) || size > MAX_INDEX_BYTES) return null;
-      const head = new Uint8Array(INDEX_HEADER_BYTES);
-      if ((await h.read(head, 0)) !== head.length) return null;
-      const claim = decodeIndexHeader(head, seg.base, seg.id);
-      if (claim === null || size !== INDEX_HEADER_BYTES + 4 * claim.count) return null;
-      let crc = claim.crcSeed;
-      const buf = new Uint8Array(Math.min(CLAIM_WINDOW, size - INDEX_HEADER_BYTES));
-      for (let at = INDEX_HEADER_BYTES; at < size; at += buf.length) {
-        const view = buf.subarray(0, Math.min(buf.length, size - at));
-        if ((await h.read(view, at)) !== view.length) return null;
-        crc = crc32(view, crc);
-      }
-      return crc === claim.crc ? { count: claim.count, endOffset: claim.endOffset } : null;
+      if (size <= indexBound(segmentSize)) return null;
+      return await indexClaimOf(h, size, seg.base, seg.id);
     } catch (err) {
       throw fromIo(err, 'read index', seg.idxPath);
     } finally {
@@ -239,4 +230,25 @@ export async function isZeroRange(h: FileHandle, from: number, to: number): Prom
     if (got < n) return true;
   }
   return true;
+}
+
+/**
+ * What the index file open in `h` (`size` bytes) claims for the segment (`base`, `id`), without
+ * holding its table: its header, and its CRC computed over the table in windows of 1 MiB. Null
+ * unless it is a valid index of that segment (the format's largest at most).
+ */
+export async function indexClaimOf(h: FileHandle, size: number, base: number, id: SegmentId): Promise<IndexClaim | null> {
+  if (size > MAX_INDEX_BYTES || size < INDEX_HEADER_BYTES) return null;
+  const head = new Uint8Array(INDEX_HEADER_BYTES);
+  if ((await h.read(head, 0)) !== head.length) return null;
+  const claim = decodeIndexHeader(head, base, id);
+  if (claim === null || size !== INDEX_HEADER_BYTES + 4 * claim.count) return null;
+  let crc = claim.crcSeed;
+  const buf = new Uint8Array(Math.min(CLAIM_WINDOW, size - INDEX_HEADER_BYTES));
+  for (let at = INDEX_HEADER_BYTES; at < size; at += buf.length) {
+    const view = buf.subarray(0, Math.min(buf.length, size - at));
+    if ((await h.read(view, at)) !== view.length) return null;
+    crc = crc32(view, crc);
+  }
+  return crc === claim.crc ? { count: claim.count, endOffset: claim.endOffset } : null;
 }

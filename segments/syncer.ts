@@ -173,7 +173,8 @@ export class Syncer {
    * made durable: recovery trusts them without a scan, and takes them as the log's durable floor
    * (a shortfall below it is damage, not a torn tail). Synced (with the directory the first time
    * this process writes the segment's index), off the append path: no append waits for it. A
-   * failed, torn or lost checkpoint leaves the previous floor: a longer scan, never a false claim.
+   * failed or lost checkpoint leaves the previous floor, a torn one none (it fails its CRC): a
+   * longer scan, never a false claim.
    */
   #checkpoint(seg: Segment, count: number, end: number): void {
     const bytes = encodeIndex(seg.base, seg.id, seg.offsets!, count, end);

@@ -13,7 +13,6 @@
 // segment being checked.
 
 import * as path from 'node:path';
-import { crc32 } from 'node:zlib';
 import type { FileHandle } from '../../fs/types.js';
 import {
   FRAME_HEADER_BYTES,
@@ -26,7 +25,6 @@ import {
   checkFrame,
   checkSegmentHeader,
   decodeIndex,
-  decodeIndexHeader,
   decodeManifest,
   decodeSegmentHeader,
   idHex,
@@ -37,6 +35,7 @@ import {
 } from '../../../segments/format.js';
 import { MANIFEST_SLOT_BYTES } from '../../../segments/manifest.js';
 import { scanFrames } from '../../../segments/scan.js';
+import { indexClaimOf, type IndexClaim } from '../../../segments/segment-files.js';
 import { cellTempPath } from '../../../cells/index.js';
 import { checkCellFile } from './cell.js';
 import { VerifyError, messageOf, preview, type VerifyContext } from './context.js';
@@ -44,8 +43,6 @@ import { VerifyError, messageOf, preview, type VerifyContext } from './context.j
 /** The most a frame's length field may claim (segments/options.ts MAX_RECORD_LIMIT). */
 const MAX_RECORD_BYTES = 1024 * 1024 * 1024;
 const WINDOW = 1 << 20;
-/** The largest index the format allows: one of a 4 GiB segment of empty frames. */
-const MAX_INDEX_BYTES = INDEX_HEADER_BYTES + 4 * Math.floor((2 ** 32 - HEADER_BYTES) / FRAME_HEADER_BYTES);
 
 export interface LogCheckOptions {
   /** What the log is, in messages (default 'log'). */
@@ -369,27 +366,11 @@ async function checkSegment(ctx: VerifyContext, spec: SegmentSpec): Promise<Omit
   }
 }
 
-/**
- * What an index too long to read whole claims (the log's open reads it the same way): its
- * header, and its CRC checked over the table in windows; null unless it is a valid index of the
- * segment.
- */
-async function indexClaim(ctx: VerifyContext, spec: SegmentSpec, size: number): Promise<{ count: number; endOffset: number } | null> {
-  if (size > MAX_INDEX_BYTES) return null;
+/** What an index too long to read whole claims (read as the log's open reads it); null unless valid. */
+async function indexClaim(ctx: VerifyContext, spec: SegmentSpec, size: number): Promise<IndexClaim | null> {
   const h = await ctx.fs.open(spec.idxPath, 'read');
   try {
-    const head = new Uint8Array(INDEX_HEADER_BYTES);
-    if ((await h.read(head, 0)) !== head.length) return null;
-    const claim = decodeIndexHeader(head, spec.base, spec.id);
-    if (claim === null || size !== INDEX_HEADER_BYTES + 4 * claim.count) return null;
-    let crc = claim.crcSeed;
-    const buf = new Uint8Array(Math.min(WINDOW, size - INDEX_HEADER_BYTES));
-    for (let at = INDEX_HEADER_BYTES; at < size; at += buf.length) {
-      const view = buf.subarray(0, Math.min(buf.length, size - at));
-      if ((await h.read(view, at)) !== view.length) return null;
-      crc = crc32(view, crc);
-    }
-    return crc === claim.crc ? { count: claim.count, endOffset: claim.endOffset } : null;
+    return await indexClaimOf(h, size, spec.base, spec.id);
   } finally {
     await h.close().catch(() => undefined);
   }
