@@ -136,15 +136,8 @@ export class FsRaftLogStorage implements RaftLogStorage {
     this.#mistakes = parts.mistakes ?? {};
     this.#pool = parts.pool;
     this.#refs = parts.references;
-    this.#refs.attach(
-      {
-        log: this.#log,
-        names: this.#names,
-        low: () => this.#low(),
-        readLogId: async (index) => decodeEntryLogId((await this.#read(index, 1))[0] as Uint8Array),
-      },
-      (err) => this.#setPoison(err),
-    );
+    const readLogId = async (index: number): Promise<LogId> => decodeEntryLogId((await this.#read(index, 1))[0] as Uint8Array);
+    this.#refs.attach({ log: this.#log, names: this.#names, low: () => this.#low(), readLogId }, (err) => this.#setPoison(err));
   }
 
   // -------------------------------------------------------------------------------------------
@@ -348,12 +341,7 @@ export class FsRaftLogStorage implements RaftLogStorage {
       }
     }
     this.#lastId = ids[ids.length - 1] as LogId;
-    this.#refs.appended(
-      records.reduce((n, r) => n + r.length, 0),
-      log.endIndex,
-      this.#lastId,
-      staged.durable,
-    );
+    this.#refs.appended(records.reduce((n, r) => n + r.length, 0), log.endIndex, this.#lastId, staged.durable);
     const early = this.#mistakes.flushBeforeSync === true; // mistakes.flushBeforeSync
     if (early) callBack(onFlushed, null);
     staged.durable.then(

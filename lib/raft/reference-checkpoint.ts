@@ -307,6 +307,8 @@ export class ReferenceCheckpointer {
     const end = host.log.endIndex;
     const d = this.#durable;
     if (d !== null && d.from === lo && d.upTo === end) return;
+    // No checkpoint and no live record: nothing to scan at open either (a fresh group stays one file lighter).
+    if (d === null && end <= lo) return;
     await this.#write(end, end > lo ? last : null);
   }
 }
