@@ -278,6 +278,7 @@ export class ReferenceCheckpointer {
    * disk ends at `at` at most (a write of [low, at), durable, when it must be lowered).
    */
   beforeTruncate(at: number): Promise<void> | null {
+    // mistakes.truncateKeepsCheckpoint: `#skipLowering` leaves the claims of the cut records on disk.
     if (this.#inFlight === null && (this.#durable === null || this.#durable.upTo <= at || this.#skipLowering)) return null;
     const previous = this.#inFlight ?? Promise.resolve();
     return this.#run(async () => {
