@@ -18,6 +18,9 @@
 //   payload store's GC asks it) from before the presence check until the truncation or purge that
 //   removes the record is durable.
 // - `purge` makes the purged id durable (its cell) before any entry is deleted.
+// - The group's payload reference checkpoint (reference-checkpoint.ts) hears of every append and
+//   writes off the append path; a `truncate` cutting records it claims issues only once it is
+//   lowered to the cut (durable); `close` leaves the checkpoint of the whole live log.
 // - A failed write or sync of any part poisons the group's log store (POISONED) until the node
 //   is reopened: the failing call, its callback and every queued call report the error.
 // - Reads are bounded: `limitedGetLogEntries` by entries and bytes; `tryGetLogEntries` reads in
