@@ -224,3 +224,23 @@ test('after a purge the checkpoint claims nothing at or below the purged id', as
   assert.deepEqual(closed.listed, ['8:4', '9:0']);
   assert.equal(decodeReferenceCheckpoint(closed.after.files[REFS] as Uint8Array, REFS).records.length, 2, 'the checkpoint at close holds only the live records');
 });
+
+test('a log truncated whole and begun again at a lower index: the records below the old start are read', async () => {
+  const { fs, d } = await withPayloads();
+  let node = await open(fs);
+  // A log that never held nor purged an entry takes its first one at any index.
+  await append(node, [entry(1, 5, [d[0] as string]), entry(1, 6, []), entry(1, 7, [d[1] as string])]);
+  await node.close();
+  node = await open(fs);
+  await (await node.openGroup('g')).log.truncate(lid(1, 5));
+  await append(node, [entry(2, 2, [d[2] as string]), entry(2, 3, []), entry(2, 4, [d[3] as string]), entry(2, 5, [d[4] as string])]);
+  const crashed = await findings(fs.currentImage(), d);
+  await node.close();
+  assert.deepEqual(crashed.listed, ['2:2', '4:3', '5:4']);
+  assert.deepEqual(crashed.listed, crashed.expected);
+  assert.deepEqual(crashed.named, [2, 3, 4]);
+  assert.deepEqual(verifyErrors(crashed.verify), []);
+  const closed = await findings(fs.currentImage(), d);
+  assert.deepEqual(closed.listed, ['2:2', '4:3', '5:4']);
+  assert.equal(closed.rec.recordsScanned, 0);
+});

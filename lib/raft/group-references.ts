@@ -70,7 +70,10 @@ export async function planGroupReferences(fs: FileSystem, groupDir: string, log:
   const stale = await checkpointStaleness(c, lo, end, (i) => readRecordLogId(log, i));
   if (stale !== null) return full('stale', stale);
   const claimed = c.records.filter((r) => r.logId.index >= lo);
-  return { checkpoint: 'used', reason: null, claimed, scanFrom: Math.max(lo, c.upTo), scanned: 0, durable: { from: c.from, upTo: c.upTo } };
+  // A checkpoint that covers nothing vouches for nothing: every live record is read (it may start
+  // below `lo`'s old place, after a truncation of everything and an append at a lower index).
+  const scanFrom = c.upTo > c.from ? Math.max(lo, c.upTo) : lo;
+  return { checkpoint: 'used', reason: null, claimed, scanFrom, scanned: 0, durable: { from: c.from, upTo: c.upTo } };
 }
 
 /** The naming records of the plan: those it claims, then those a scan of the rest of the log finds. */

@@ -49,7 +49,7 @@ export class ReferenceCheckpointCheck {
   /** A live record of the log, in index order. */
   onRecord(index: number, record: Uint8Array): void {
     const c = this.#checkpoint;
-    if (c === null || index >= c.upTo) return;
+    if (c === null || index >= c.upTo || c.upTo <= c.from) return; // past it, or it covers nothing
     const { logId, digests } = decodeEntryNames(record);
     if (index === c.upTo - 1) this.#lastId = logId;
     if (digests.length > 0) this.#scanned.push({ logId, digests });
