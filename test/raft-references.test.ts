@@ -9,7 +9,9 @@ import assert from 'node:assert/strict';
 import * as path from 'node:path';
 
 import { ManualClock } from '../lib/clock.js';
+import { FaultyFs } from '../lib/fs/faulty.js';
 import { MemoryFs, type DiskImage } from '../lib/fs/memory.js';
+import type { FileSystem } from '../lib/fs/types.js';
 import { encodeKvCommand } from '../lib/raft/kv.js';
 import { groupDirectory, listPayloadReferences, openRaftNode, type RaftNode } from '../lib/raft/node.js';
 import { REFS_FILE, decodeReferenceCheckpoint, encodeReferenceCheckpoint } from '../lib/raft/reference-checkpoint.js';
@@ -25,13 +27,13 @@ function lid(term: number, index: number): LogId {
   return { leaderId: { term, nodeId: 1 }, index };
 }
 
-function entry(term: number, index: number, digests: string[]): Entry {
-  const data = encodeKvCommand({ op: 'set', key: `k${index}`, value: enc.encode(`v${term}.${index}`) });
+function entry(term: number, index: number, digests: string[], pad = 0): Entry {
+  const data = encodeKvCommand({ op: 'set', key: `k${index}`, value: enc.encode(`v${term}.${index}`.padEnd(pad, '.')) });
   return { logId: lid(term, index), payload: digests.length === 0 ? { type: 'normal', data } : { type: 'normal', data, payloads: digests } };
 }
 
-function open(fs: MemoryFs): Promise<RaftNode<KvPlugin>> {
-  return openRaftNode(DIR, { fs, clock: new ManualClock() });
+function open(fs: FileSystem, segmentBytes?: number): Promise<RaftNode<KvPlugin>> {
+  return openRaftNode(DIR, { fs, clock: new ManualClock(), ...(segmentBytes === undefined ? {} : { segmentBytes }) });
 }
 
 async function append(node: RaftNode<KvPlugin>, entries: Entry[]): Promise<void> {
@@ -243,4 +245,35 @@ test('a log truncated whole and begun again at a lower index: the records below 
   const closed = await findings(fs.currentImage(), d);
   assert.deepEqual(closed.listed, ['2:2', '4:3', '5:4']);
   assert.equal(closed.rec.recordsScanned, 0);
+});
+
+test('while appending, a checkpoint is written every segment\'s worth: a crash reads at most about that much', async () => {
+  const { fs, d } = await withPayloads();
+  const node = await open(fs, 4096);
+  for (let i = 0; i < 60; i++) await append(node, [entry(1, i, i % 3 === 0 ? [d[i % 8] as string] : [], 300)]);
+  const crashed = await findings(fs.currentImage(), d);
+  await node.close();
+  assert.equal(crashed.rec.referenceCheckpoint, 'used');
+  // 4 KiB of records is about thirteen of these.
+  assert.ok(crashed.rec.recordsScanned <= 14, `read ${crashed.rec.recordsScanned} of 60 records`);
+  assert.deepEqual(crashed.listed, crashed.expected);
+  assert.equal(crashed.rec.namingRecords, 20);
+  assert.deepEqual(verifyErrors(crashed.verify), []);
+});
+
+test('a failed checkpoint write fails what waits on it and poisons the group; the checkpoint on disk stays true', async () => {
+  const { fs: mem, d } = await withPayloads();
+  let node = await open(mem);
+  await append(node, firstTen(d));
+  await node.close();
+  const fs = new FaultyFs(mem);
+  node = await open(fs);
+  const { log } = await node.openGroup('g');
+  fs.fail({ kind: 'datasync', path: (p) => p.endsWith('/refs.ckpt.tmp') });
+  await assert.rejects(log.truncate(lid(1, 4)), (err: Error & { code?: string }) => err.code === 'IO_ERROR');
+  await assert.rejects(log.truncate(lid(1, 6)), (err: Error & { code?: string }) => err.code === 'POISONED');
+  await node.close().catch(() => undefined);
+  const after = await findings(mem.currentImage(), d);
+  assert.equal(after.rec.referenceCheckpoint, 'used');
+  assert.deepEqual(after.listed, ['0:0', '2:1', '2:2', '5:3', '8:4', '9:0'], 'nothing was truncated');
 });
