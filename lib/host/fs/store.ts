@@ -242,9 +242,20 @@ export class FsHostStore implements HostStore {
   // ---------------------------------------------------------------------------------------------
   // Commit
 
-  async commit(batch: CommitBatch): Promise<void> {
-    this.#usable();
-    const checked = CommitBatch.from(batch);
+  commit(batch: CommitBatch): Promise<void> {
+    let checked: CommitBatch;
+    try {
+      this.#usable();
+      checked = CommitBatch.from(batch);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    // Without hooks (production), the committer's promise is the answer: no extra turns per commit.
+    if (this.#hooks.beforeCommit === undefined && this.#hooks.afterCommit === undefined) return this.#committer.submit(checked);
+    return this.#commitHooked(checked);
+  }
+
+  async #commitHooked(checked: CommitBatch): Promise<void> {
     if (this.#hooks.beforeCommit !== undefined) await this.#hooks.beforeCommit(checked);
     this.#usable();
     await this.#committer.submit(checked);
