@@ -27,6 +27,7 @@
 // - One open store per directory: the LOCK file is try-locked (LOCKED otherwise).
 
 import { lockDirectory } from '../fs/lock.js';
+import { ownEntry } from '../fs/own-entry.js';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { SeglogError, closed, corrupt, fromIo, invalid, notFound, poisoned } from '../errors.js';
@@ -266,8 +267,8 @@ async function prepareLayout(fs: FileSystem, dir: string): Promise<boolean> {
       await format.close().catch(() => undefined);
     }
     for (const sub of [BLOBS, REFS, TMP]) {
-      const st = await fs.stat(path.join(dir, sub));
-      if (st === null || !st.isDirectory) throw corrupt(`payload store ${dir} has no ${sub}/ directory`, { path: dir });
+      const st = await ownEntry(fs, path.join(dir, sub), 'payload store directory');
+      if (st === null || !st.isDirectory) throw corrupt(`payload store ${dir} has no ${sub}/ directory`, { path: path.join(dir, sub) });
     }
     // An earlier process may have died before syncing what we just read: make it durable.
     await fs.syncDir(dir);
@@ -275,6 +276,7 @@ async function prepareLayout(fs: FileSystem, dir: string): Promise<boolean> {
   }
   // No marker: a new store, or a creation that did not finish. Either way no payload was ever
   // acknowledged here; anything found in blobs/ or refs/ means the marker was lost.
+  for (const sub of [BLOBS, REFS, TMP]) await ownEntry(fs, path.join(dir, sub), 'payload store directory');
   for (const sub of [BLOBS, REFS]) {
     const at = path.join(dir, sub);
     const st = await fs.stat(at);
@@ -296,7 +298,7 @@ async function prepareLayout(fs: FileSystem, dir: string): Promise<boolean> {
     }
   }
   const clockPath = path.join(dir, CLOCK_NAME);
-  await fs.unlink(`${clockPath}.tmp`).catch(() => undefined);
+  if ((await ownEntry(fs, `${clockPath}.tmp`, 'payload store temporary file')) !== null) await fs.unlink(`${clockPath}.tmp`).catch(() => undefined);
   const cell = await openCell(clockPath, { fs, slotBytes: CLOCK_SLOT_BYTES });
   try {
     if ((await cell.read()) === null) await cell.write(encodeStoreTime(0));
@@ -324,6 +326,7 @@ async function removeTemps(fs: FileSystem, dir: string, keep: ReadonlySet<string
   const tmp = path.join(dir, TMP);
   let removed = 0;
   let names: string[];
+  await ownEntry(fs, tmp, 'payload store directory');
   try {
     names = await fs.readdir(tmp);
   } catch (err) {
@@ -331,6 +334,10 @@ async function removeTemps(fs: FileSystem, dir: string, keep: ReadonlySet<string
   }
   for (const name of names) {
     if (keep.has(name)) continue;
+    // Only a file this store wrote is removed: a link or a directory in tmp/ is not one.
+    const st = await ownEntry(fs, path.join(tmp, name), 'payload store temporary file');
+    if (st === null) continue;
+    if (st.isDirectory) throw corrupt(`payload store temporary file ${path.join(tmp, name)} is a directory`, { path: path.join(tmp, name) });
     try {
       await fs.unlink(path.join(tmp, name));
       removed++;
@@ -341,7 +348,7 @@ async function removeTemps(fs: FileSystem, dir: string, keep: ReadonlySet<string
   try {
     if (removed > 0) await fs.syncDir(tmp);
     const cellTemp = path.join(dir, `${CLOCK_NAME}.tmp`);
-    if (atOpen && (await fs.stat(cellTemp)) !== null) {
+    if (atOpen && (await ownEntry(fs, cellTemp, 'payload store temporary file')) !== null) {
       await fs.unlink(cellTemp);
       await fs.syncDir(dir);
       removed++;

@@ -21,6 +21,7 @@
 
 import { lockDirectory } from '../fs/lock.js';
 import { makeDirectories } from '../fs/make-dirs.js';
+import { ownEntry } from '../fs/own-entry.js';
 import * as path from 'node:path';
 
 import { closed, fromIo } from '../errors.js';
@@ -75,6 +76,7 @@ export async function openRaftNode<P extends StateMachinePlugin<unknown> = KvPlu
   let node: Node<P> | null = null;
   try {
     const index = new PayloadNameIndex();
+    await ownEntry(fs, path.join(dir, PAYLOADS_DIR), 'raft node payload store directory');
     const payloads = await openPayloadStore(path.join(dir, PAYLOADS_DIR), {
       fs,
       clock: options.clock,
@@ -128,6 +130,7 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
   async recover(): Promise<void> {
     const fs = this.#settings.fs;
     let names: string[];
+    await ownEntry(fs, this.#groupsDir, 'raft node groups directory');
     try {
       await fs.mkdir(this.#groupsDir);
       await fs.syncDir(this.dir);
@@ -137,6 +140,8 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
     }
     for (const name of names.sort()) {
       const groupDir = path.join(this.#groupsDir, name);
+      // Never through a link: a group directory or a leftover is this node's own, or damage.
+      await ownEntry(fs, groupDir, 'raft group directory');
       if (name.startsWith(GROUP_TEMP_PREFIX)) {
         // A creation that did not reach its rename: nothing in it was ever acknowledged.
         await removeTree(fs, groupDir);
