@@ -21,7 +21,8 @@ import { openCell } from '../../../cells/index.js';
 import { decodeCheckpoint, encodeCheckpoint, parseStripeFileName, type Position } from './format.js';
 import { DirSyncs, HomeBuilder, readHomeCell, type HomeCell } from './home.js';
 import { forEachLimited, type RealmHandle } from './realm.js';
-import { stripeDir, type Stripe } from './stripe.js';
+import type { Stripe } from './stripe.js';
+import { stripeDir } from './stripe-files.js';
 import type { ScopeKind } from '../types.js';
 import { DEAD, PENDING, View, YES, type Rec, type ScopeEntry, type Verdict } from './view.js';
 

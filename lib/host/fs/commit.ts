@@ -261,7 +261,7 @@ export class Committer {
     } finally {
       phase('done');
       for (const release of releases) release();
-      r.linger(set);
+      r.locks.linger(set);
       if (wrote) this.onGroupWritten();
     }
   }
@@ -272,7 +272,7 @@ export class Committer {
     const deadline = performance.now() + r.s.lockWaitMs;
     let delay = 1;
     for (;;) {
-      await r.lockStripes(set);
+      await r.locks.lockStripes(set);
       try {
         await r.refresh(set);
         return;
@@ -280,7 +280,7 @@ export class Committer {
         if (!(err instanceof BackOff)) throw err;
       }
       for (const j of set) await r.stripes[j]!.unlock();
-      await r.releaseIdle();
+      await r.locks.releaseIdle();
       if (performance.now() > deadline) throw HostStoreError.unavailable('the stripes a commit needs stayed busy');
       await sleep(delay * (0.5 + Math.random()));
       delay = Math.min(delay * 2, 16);

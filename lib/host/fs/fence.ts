@@ -20,7 +20,8 @@ import type { FileHandle } from '../../fs/types.js';
 import { HostStoreError } from '../errors.js';
 import type { AcquireMode, FenceGrant } from '../types.js';
 import { decodeFenceState, encodeFencePayload, encodeFenceState, FRAME_HEADER_BYTES, sameBytes, type FenceState } from './format.js';
-import { lockWithin, type RealmHandle } from './realm.js';
+import type { RealmHandle } from './realm.js';
+import { lockWithin } from './realm-locks.js';
 import { GroupFailed } from './stripe.js';
 
 /** Runs `fn` holding the realm's fence lock and its state cell. */
@@ -56,7 +57,7 @@ export async function acquire(r: RealmHandle, mode: AcquireMode): Promise<FenceG
     try {
       for (const k of all) releases.push(await r.stripes[k]!.mutex.lock());
       for (const st of r.stripes) if (st.poisoned !== null) throw st.poisoned;
-      await r.lockAllForAcquire();
+      await r.locks.lockAllForAcquire();
       // Every stripe read to its valid end under its lock: a dead writer's record lands before
       // the FENCE record that follows it.
       await r.refresh(all);
@@ -85,9 +86,9 @@ export async function acquire(r: RealmHandle, mode: AcquireMode): Promise<FenceG
       );
       return { token, supersededLease: superseded };
     } finally {
-      await r.openGates().catch(() => undefined);
+      await r.locks.openGates().catch(() => undefined);
       for (const release of releases) release();
-      r.linger(all);
+      r.locks.linger(all);
     }
   });
 }

@@ -1,53 +1,48 @@
 // One handle's hold on a realm directory: everything the fs host store's operations share.
 //
-// Owns: creating a realm (`FORMAT`, the fence lock made with O_EXCL, the stripes, the checkpoint
-// cell), opening one (a new boot's recovery of every stripe, the view built from the checkpoint
-// on), and the handle's machinery: catching the view up with the stripes (lock-free, up to each
-// published note; for a load, settling a dead writer's records past a note), taking stripe locks (try-lock only, all-or-back-off, so two processes never
-// deadlock), refreshing a stripe's scopes under its lock (adopting a dead writer's records), and
-// loading home bases. Guarantees:
+// Owns: opening a realm (created first if need be: realm-create.ts; a new boot's recovery of every
+// stripe, the view built from the checkpoint on), and the handle's machinery: catching the view
+// up with the stripes (lock-free, up to each published note; for a load, settling a dead writer's
+// records past a note), refreshing a stripe's scopes under its lock (adopting a dead writer's
+// records), and loading home bases; the stripe locks themselves are realm-locks.ts (try-lock
+// only, all-or-back-off, so two processes never deadlock). Guarantees:
 // - After `refresh(L)` every record that touches a scope homed in a stripe of L is in the view,
 //   durable and published, and no other handle can add one while the locks stay held.
 // - A load answers only after every CRC-valid record it found past a note with the stripe's lock
 //   free (its writer is gone) was adopted: synced and published. So the first load after a
 //   writer's death fixes the fate of the batch it had in flight, for every later load.
 // - A realm exists once its FORMAT cell exists; creation runs under the fence lock, so two
-//   processes creating one realm at once end with one realm.
+//   processes creating one realm at once end with one realm (realm-create.ts).
 // - Every stripe's published note carries this boot's id before the handle serves anything: a
 //   note from an earlier boot may have lost its last rewrite in a crash, so the first handle of a
 //   boot rescans and republishes every stripe under its lock.
 
 import * as path from 'node:path';
-import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { openCell, peekCell } from '../../../cells/index.js';
+import { peekCell } from '../../../cells/index.js';
 import type { Clock } from '../../clock.js';
-import { corrupt, fromIo, invalid } from '../../errors.js';
-import type { FileHandle, FileSystem } from '../../fs/types.js';
+import { corrupt, fromIo } from '../../errors.js';
+import type { FileSystem } from '../../fs/types.js';
 import { HostStoreError } from '../errors.js';
 import type { FenceTiming } from '../timing.js';
 import type { ScopeKind } from '../types.js';
 import {
   decodeCheckpoint,
-  decodeFormat,
-  encodeCheckpoint,
-  encodeFormat,
-  encodePublished,
-  MAX_STRIPES,
   parseScopeLeaf,
   sameBytes,
   scopeDigest,
-  STRIPE_HEADER_BYTES,
   type CheckpointValue,
   type HomeValue,
-  type Position,
   type RealmFormat,
 } from './format.js';
 import { HomeRows, readHome, scopeDirOf } from './home.js';
-import { createStripeFile, Stripe, StripeGone, stripeDir, type HostMistakes } from './stripe.js';
+import { ensureRealm } from './realm-create.js';
+import { StripeLocks } from './realm-locks.js';
+import { Stripe, type HostMistakes } from './stripe.js';
+import { StripeGone } from './stripe-files.js';
 import { View, type ScopeEntry } from './view.js';
 import { InlineSyncPolicy } from '../../fs/inline-sync.js';
-import { isMissing, isExists } from '../../fs/errno.js';
+import { isMissing } from '../../fs/errno.js';
 
 /** Settings a handle runs with (FsHostStoreOptions after defaults). */
 export interface RealmSettings {
@@ -80,102 +75,6 @@ export class BackOff extends Error {
 /** Reads a cell's value without opening it for writing (lock-free); null when the file does not exist. */
 export { peekCell };
 
-/** Takes a file's try-lock, retrying with backoff until `waitMs` passed (real time). */
-export async function lockWithin(handle: FileHandle, waitMs: number, what: string): Promise<void> {
-  const deadline = performance.now() + waitMs;
-  let delay = 1;
-  for (;;) {
-    if (await handle.tryLock()) return;
-    if (performance.now() > deadline) throw HostStoreError.unavailable(`${what} stayed locked by another handle for ${waitMs} ms`);
-    await sleep(delay * (0.5 + Math.random()));
-    delay = Math.min(delay * 2, 20);
-  }
-}
-
-/**
- * Creates the realm in `dir` unless it exists; answers its format. The fence lock file is made
- * here with O_EXCL; creation runs holding its flock, and FORMAT is written last (the commit point).
- */
-export async function ensureRealm(dir: string, s: RealmSettings): Promise<RealmFormat> {
-  const fs = s.fs;
-  const formatFile = path.join(dir, 'FORMAT');
-  const existing = await peekCell(fs, formatFile);
-  if (existing !== null) return checkStripes(decodeFormat(existing, formatFile), s);
-  if ((await fs.stat(dir)) === null) {
-    await fs.mkdir(dir);
-    await fs.syncDir(path.dirname(path.resolve(dir)));
-  }
-  await fs.mkdir(path.join(dir, 'fence'));
-  const lockFile = path.join(dir, 'fence', 'lock');
-  let lock: FileHandle;
-  try {
-    lock = await fs.open(lockFile, 'create-exclusive');
-    await fs.syncDir(dir);
-    await fs.syncDir(path.join(dir, 'fence'));
-  } catch (err) {
-    if (!isExists(err)) throw err;
-    lock = await fs.open(lockFile, 'write');
-  }
-  try {
-    await lockWithin(lock, s.lockWaitMs, `the realm ${dir}`);
-    const again = await peekCell(fs, formatFile);
-    if (again !== null) return checkStripes(decodeFormat(again, formatFile), s);
-    const stripes = s.stripes ?? 4;
-    const format: RealmFormat = { stripes, realmId: Uint8Array.from(randomBytes(16)) };
-    const start: Position = { seq: 0, offset: STRIPE_HEADER_BYTES, lsn: 1, fence: 0 };
-    await fs.mkdir(path.join(dir, 'stripes'));
-    await fs.mkdir(path.join(dir, 'scopes'));
-    for (let k = 0; k < stripes; k++) {
-      const sd = stripeDir(dir, k);
-      await fs.mkdir(sd);
-      const made = await createStripeFile(fs, sd, { stripe: k, seq: 0, firstLsn: 1, fence: 0, realmTag: format.realmId }, s.preallocBytes);
-      await made.handle.close();
-      for (const name of ['lock', 'gate', 'published']) {
-        const h = await fs.open(path.join(sd, name), 'create');
-        try {
-          if (name === 'published') {
-            await h.truncate(0);
-            await h.write(encodePublished({ ...start, boot: s.boot }), 0);
-            await h.datasync();
-          }
-        } finally {
-          await h.close();
-        }
-      }
-      await fs.syncDir(sd);
-    }
-    await fs.syncDir(path.join(dir, 'stripes'));
-    await fs.syncDir(dir);
-    const checkpoint = await openCell(path.join(dir, 'checkpoint'), { fs });
-    try {
-      await checkpoint.write(encodeCheckpoint({ round: 0, positions: Array.from({ length: stripes }, () => ({ ...start })) }));
-    } finally {
-      await checkpoint.close();
-    }
-    const cell = await openCell(formatFile, { fs });
-    try {
-      await cell.write(encodeFormat(format));
-    } finally {
-      await cell.close();
-    }
-    return format;
-  } finally {
-    await lock.close().catch(() => undefined);
-  }
-}
-
-function checkStripes(format: RealmFormat, s: RealmSettings): RealmFormat {
-  if (s.stripes !== undefined && s.stripes !== format.stripes) {
-    throw HostStoreError.invalid(`the realm has ${format.stripes} stripes; options.stripes ${s.stripes} applies only when a realm is created`);
-  }
-  return format;
-}
-
-export function checkStripeCount(n: unknown): number | undefined {
-  if (n === undefined) return undefined;
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > MAX_STRIPES) throw invalid(`stripes must be an integer in [1, ${MAX_STRIPES}]`);
-  return n;
-}
 
 /** The handle's machinery (see the module header). */
 export class RealmHandle {
@@ -186,6 +85,8 @@ export class RealmHandle {
   readonly stripes: Stripe[];
   readonly view: View;
   readonly homeRows: HomeRows;
+  /** Taking, lingering and letting go of the stripes' file locks (realm-locks.ts). */
+  readonly locks: StripeLocks;
   /** Scopes with a home directory, by leaf name; `named` once their cell was read. */
   readonly homeDirs = new Map<string, { kind: ScopeKind; digest: string; named: boolean }>();
   /** The checkpoint positions this handle last read. */
@@ -202,6 +103,7 @@ export class RealmHandle {
     this.stripes = stripes;
     this.view = new View(format.stripes);
     this.homeRows = new HomeRows(s.fs);
+    this.locks = new StripeLocks(stripes, s);
     this.checkpoint = checkpoint;
   }
 
@@ -561,122 +463,6 @@ export class RealmHandle {
     throw HostStoreError.unavailable('the view did not settle');
   }
 
-  // ---------------------------------------------------------------------------------------------
-  // Stripe locks
-
-  /**
-   * Takes the file locks of `set` (ascending; the caller holds their in-handle mutexes). When one
-   * is taken elsewhere it lets go of all of them and of idle lingering ones, backs off and tries
-   * again, so two processes never wait on each other; UNAVAILABLE after `lockWaitMs`.
-   */
-  async lockStripes(set: readonly number[]): Promise<void> {
-    const deadline = performance.now() + this.s.lockWaitMs;
-    let delay = 0.5;
-    for (;;) {
-      let ok = true;
-      const now = performance.now();
-      for (const j of set) {
-        const st = this.stripes[j]!;
-        // A closed gate: an acquire waits for this stripe; let go of it (even a lingering hold).
-        // A lock kept from the groups before checks the gate at most once a millisecond.
-        const checkGate = !st.flockHeld || now - st.gateCheckedAt > 1;
-        if (checkGate) st.gateCheckedAt = now;
-        if ((checkGate && !(await st.gateOpen())) || !(await st.tryLock('group'))) {
-          ok = false;
-          break;
-        }
-      }
-      if (ok) return;
-      for (const j of set) await this.stripes[j]!.unlock();
-      await this.releaseIdle();
-      if (performance.now() > deadline) throw HostStoreError.unavailable(`stripe locks ${set.join(',')} stayed taken for ${this.s.lockWaitMs} ms`);
-      await sleep(delay * (0.5 + Math.random()));
-      delay = Math.min(delay * 2, 16);
-    }
-  }
-
-  /**
-   * Takes every stripe lock for an acquire (the caller holds every in-handle mutex): in ascending
-   * order, closing each stripe's gate first and keeping what it took while it waits for the next,
-   * so commits that keep a stripe busy let go of it. Groups never wait holding a lock (they back
-   * off), so this cannot deadlock. UNAVAILABLE after `lockWaitMs`, holding nothing.
-   */
-  async lockAllForAcquire(): Promise<void> {
-    const deadline = performance.now() + this.s.lockWaitMs;
-    try {
-      for (const st of this.stripes) {
-        let delay = 0.25;
-        while (!(await st.holdGate()) || !(await st.tryLock('acquire'))) {
-          if (performance.now() > deadline) {
-            throw HostStoreError.unavailable(
-              st.gateHeld
-                ? `stripe ${st.index} stayed locked by another handle for ${this.s.lockWaitMs} ms (its gate held closed)`
-                : `the gate of stripe ${st.index} stayed taken by another handle for ${this.s.lockWaitMs} ms`,
-            );
-          }
-          await sleep(delay * (0.5 + Math.random()));
-          delay = Math.min(delay * 2, 8);
-        }
-      }
-    } catch (err) {
-      for (const st of this.stripes) {
-        await st.unlock().catch(() => undefined);
-        await st.releaseGate().catch(() => undefined);
-      }
-      throw err;
-    }
-  }
-
-  /** Opens every gate this handle closed. */
-  async openGates(): Promise<void> {
-    for (const st of this.stripes) await st.releaseGate();
-  }
-
-  /** Lets go of every stripe lock this handle holds but no group, acquire or adoption is using. */
-  async releaseIdle(): Promise<void> {
-    for (const st of this.stripes) if (st.flockHeld && !st.inUse) await st.unlock();
-  }
-
-  /**
-   * After a group or an acquire: the locks of `set` are no longer in use; each is kept a moment (a
-   * next group that claims it needs no catch-up) and then let go. A lock nobody claimed is let go
-   * even while a group holds the stripe's mutex: that group may be waiting for another stripe's
-   * mutex, held by a group that backs off because an acquire in another process closed a gate,
-   * and that acquire may be waiting for exactly this lock.
-   */
-  linger(set: readonly number[]): void {
-    const wait = this.s.lockLingerMs;
-    const now = performance.now();
-    for (const j of set) {
-      const st = this.stripes[j]!;
-      st.inUse = false;
-      if (!st.flockHeld) continue;
-      // With no lingering, a lock is handed straight to a group of ours already waiting for the
-      // stripe (it claims it within microtasks), else let go now.
-      if (wait <= 0 && !st.mutex.busy) {
-        void st.unlock().catch(() => undefined);
-        continue;
-      }
-      const keep = Math.max(wait, 1);
-      st.lastUse = now;
-      // One timer per stripe, re-armed for what is left rather than replaced after every group.
-      if (st.lingerTimer !== null) continue;
-      const fire = (): void => {
-        const left = st.lastUse + keep - performance.now();
-        if (left > 0.05 && st.flockHeld && !st.inUse) {
-          st.lingerTimer = setTimeout(fire, left);
-          st.lingerTimer.unref();
-          return;
-        }
-        st.lingerTimer = null;
-        // Claimed again: its user lingers it when done.
-        if (st.inUse || !st.flockHeld) return;
-        void st.unlock().catch(() => undefined);
-      };
-      st.lingerTimer = setTimeout(fire, keep);
-      st.lingerTimer.unref();
-    }
-  }
 
   async closeFiles(): Promise<void> {
     for (const st of this.stripes) await st.close();

@@ -32,8 +32,10 @@ import { Committer } from './commit.js';
 import { acquire, renew } from './fence.js';
 import { bootBytes, MAX_HOLDER_ID_BYTES, type HomeValue } from './format.js';
 import { readHome, readHomeHead, scopeDirOf } from './home.js';
-import { checkStripeCount, forEachLimited, RealmHandle, type RealmSettings } from './realm.js';
-import { StripeGone, type HostMistakes } from './stripe.js';
+import { forEachLimited, RealmHandle, type RealmSettings } from './realm.js';
+import { checkStripeCount } from './realm-create.js';
+import type { HostMistakes } from './stripe.js';
+import { StripeGone } from './stripe-files.js';
 import { PENDING, ScopeEntry, type ScopeState } from './view.js';
 
 const MiB = 1024 * 1024;

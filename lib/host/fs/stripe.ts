@@ -16,55 +16,36 @@
 //   (every later write refuses) until the store is reopened.
 // - A file is rolled (a SEAL record, then the next file created and made durable, then the seal
 //   synced) before a group would pass `fileBytes`; scanners follow a SEAL to the next file.
-// The byte layout is in format.ts and docs/format-host.md.
+// The byte layout is in format.ts and docs/format-host.md; the scan is in stripe-scan.ts, the
+// files it opens (creation, the read-handle cache, lazily opened files) in stripe-files.ts.
 
 import * as path from 'node:path';
-import { randomBytes } from 'node:crypto';
-import type { FileHandle, FileSystem, OpenMode } from '../../fs/types.js';
+import type { FileHandle, FileSystem } from '../../fs/types.js';
 import type { InlineSyncPolicy } from '../../fs/inline-sync.js';
 import { corrupt, fromIo, SeglogError } from '../../errors.js';
 import { HostStoreError } from '../errors.js';
-import { scopeKey } from '../names.js';
 import {
-  checkFrame,
-  decodeBatchPayload,
   decodePublished,
   decodeStripeHeader,
   encodePublished,
   encodeSealPayload,
-  encodeStripeHeader,
   FRAME_HEADER_BYTES,
   frameLength,
   MAX_PAYLOAD_BYTES,
   PUBLISHED_BYTES,
-  REC_BATCH,
-  REC_FENCE,
-  REC_SEAL,
   sameBytes,
   sealFrame,
   STRIPE_HEADER_BYTES,
   stripeFileName,
-  u64,
-  type BatchOut,
   type Position,
   type Published,
 } from './format.js';
 import { Mutex } from './mutex.js';
-import type { Rec, RecUpdate } from './view.js';
-import { isMissing } from '../../fs/errno.js';
+import { createStripeFile, LazyHandle, ReadHandles, stripeDir, zeroChunks } from './stripe-files.js';
+import { scanStripe, type ScanResult, type ScanSource } from './stripe-scan.js';
 
-const WINDOW_BYTES = 256 * 1024;
-const ZEROS = new Uint8Array(1024 * 1024);
 /** A SEAL frame's size: header plus its one-byte payload. */
 export const SEAL_FRAME_BYTES = FRAME_HEADER_BYTES + 1;
-const READ_HANDLES = 8;
-
-/** Thrown when a stripe file the cursor needs is gone (the checkpointer removed it). */
-export class StripeGone extends Error {
-  constructor(readonly file: string) {
-    super(`stripe file ${file} is gone`);
-  }
-}
 
 export interface StripeConfig {
   readonly fs: FileSystem;
@@ -100,76 +81,11 @@ export interface HostMistakes {
   loadsIgnoreUnpublished?: boolean;
 }
 
-export interface ScanResult {
-  recs: Rec[];
-  end: Position;
-  endSalt: number;
-  /** The stripe ends in a SEAL whose next file does not exist (a writer died rolling). */
-  sealedWithoutNext: boolean;
-  /** Files of the scan, oldest first. */
-  seqs: number[];
-}
-
 /** Where one record of a group went. */
 export interface Written {
   seq: number;
   offset: number;
   lsn: number;
-}
-
-/** The view's record for a decoded BATCH whose frame starts at `offset` of file `seq`. */
-export function recOf(stripe: number, seq: number, offset: number, lsn: number, fence: number, batch: BatchOut): Rec {
-  const base = offset + FRAME_HEADER_BYTES;
-  const updates: RecUpdate[] = batch.updates.map((u) => ({
-    key: scopeKey({ kind: u.kind, name: u.name }),
-    kind: u.kind,
-    name: u.name,
-    previous: u.previous,
-    next: u.next,
-    del: u.del,
-    truncateAfter: u.truncateAfter,
-    dropBefore: u.dropBefore,
-    head: u.head === undefined ? undefined : ([base + u.head[0], u.head[1]] as const),
-    rows: u.rows.map((v, i) => (i % 2 === 0 ? base + v : v)),
-  }));
-  return { stripe, seq, offset, lsn, fence, token: batch.token, commitId: batch.commitId, updates };
-}
-
-export function stripeDir(realm: string, index: number): string {
-  return path.join(realm, 'stripes', String(index));
-}
-
-/** Creates stripe file `seq` with its header and `prealloc` bytes of zero-filled space, durably (directory too). */
-export async function createStripeFile(
-  fs: FileSystem,
-  dir: string,
-  header: { stripe: number; seq: number; firstLsn: number; fence: number; realmTag: Uint8Array },
-  prealloc: number,
-): Promise<{ handle: FileHandle; salt: number; allocated: number }> {
-  const salt = randomBytes(4).readUInt32LE(0);
-  const file = path.join(dir, stripeFileName(header.seq));
-  const handle = await fs.open(file, 'create');
-  try {
-    await handle.truncate(0);
-    const size = Math.max(prealloc, STRIPE_HEADER_BYTES);
-    await handle.writev([encodeStripeHeader({ ...header, salt }), ...zeroChunks(size - STRIPE_HEADER_BYTES)], 0);
-    await handle.datasync();
-    await fs.syncDir(dir);
-    return { handle, salt, allocated: size };
-  } catch (err) {
-    await handle.close().catch(() => undefined);
-    throw err;
-  }
-}
-
-function zeroChunks(n: number): Uint8Array[] {
-  const out: Uint8Array[] = [];
-  while (n > 0) {
-    const k = Math.min(n, ZEROS.length);
-    out.push(ZEROS.subarray(0, k));
-    n -= k;
-  }
-  return out;
 }
 
 export class Stripe {
@@ -205,8 +121,10 @@ export class Stripe {
   readonly #gate: LazyHandle;
   readonly #published: LazyHandle;
   #writer: { seq: number; handle: FileHandle; salt: number; allocated: number } | null = null;
-  #readers = new Map<number, ReadHandle>();
+  readonly #readers: ReadHandles;
   #saltOf = new Map<number, number>();
+  /** What `scan` reads through (see stripe-scan.ts). */
+  readonly #scanSource: ScanSource;
 
   constructor(cfg: StripeConfig, start: Position, startSalt: number) {
     this.cfg = cfg;
@@ -214,6 +132,14 @@ export class Stripe {
     this.#lock = new LazyHandle(cfg.fs, path.join(this.dir, 'lock'), 'create');
     this.#gate = new LazyHandle(cfg.fs, path.join(this.dir, 'gate'), 'create');
     this.#published = new LazyHandle(cfg.fs, path.join(this.dir, 'published'), 'write');
+    this.#readers = new ReadHandles(cfg.fs, (seq) => this.fileOf(seq));
+    this.#scanSource = {
+      index: cfg.index,
+      realmTag: cfg.realmTag,
+      fileOf: (seq) => this.fileOf(seq),
+      readAt: (seq, into, offset) => this.readAt(seq, into, offset),
+      learnSalt: (seq, salt) => void this.#saltOf.set(seq, salt),
+    };
     this.cursor = { ...start };
     this.cursorSalt = startSalt;
   }
@@ -306,54 +232,14 @@ export class Stripe {
     const n = await h.read(b, 0);
     return n === PUBLISHED_BYTES ? decodePublished(b) : null;
   }
-
   /**
    * Reads into `into` at `offset` of file `seq` through the cache of read handles; answers the
    * bytes read (short at the end of the file). Throws StripeGone when the file does not exist.
    * A handle is pinned while a read is in flight: the cache closes an evicted handle only once its
    * last read settled (a closed descriptor's number is reused by the next open in the process).
    */
-  async readAt(seq: number, into: Uint8Array, offset: number): Promise<number> {
-    const entry = await this.#reader(seq);
-    try {
-      return await entry.handle.read(into, offset);
-    } finally {
-      entry.pins--;
-      if (entry.evicted && entry.pins === 0) void entry.handle.close().catch(() => undefined);
-    }
-  }
-
-  /** The cached read handle of file `seq`, pinned once (the caller unpins). */
-  async #reader(seq: number): Promise<ReadHandle> {
-    const open = this.#readers.get(seq);
-    if (open !== undefined) {
-      this.#readers.delete(seq);
-      this.#readers.set(seq, open); // most recent last
-      open.pins++;
-      return open;
-    }
-    let h: FileHandle;
-    try {
-      h = await this.cfg.fs.open(this.fileOf(seq), 'read');
-    } catch (err) {
-      if (isMissing(err)) throw new StripeGone(this.fileOf(seq));
-      throw err;
-    }
-    const raced = this.#readers.get(seq);
-    if (raced !== undefined) {
-      await h.close().catch(() => undefined);
-      return this.#reader(seq);
-    }
-    const entry: ReadHandle = { handle: h, pins: 1, evicted: false };
-    this.#readers.set(seq, entry);
-    while (this.#readers.size > READ_HANDLES) {
-      const [oldSeq, old] = this.#readers.entries().next().value as [number, ReadHandle];
-      if (oldSeq === seq) break;
-      this.#readers.delete(oldSeq);
-      old.evicted = true;
-      if (old.pins === 0) void old.handle.close().catch(() => undefined);
-    }
-    return entry;
+  readAt(seq: number, into: Uint8Array, offset: number): Promise<number> {
+    return this.#readers.readAt(seq, into, offset);
   }
 
   /** The salt of file `seq` (read from its header the first time). */
@@ -381,119 +267,12 @@ export class Stripe {
   /**
    * Reads the records from `from` on: up to `limit` (a published position: every frame before it
    * must be valid, or the stripe is corrupt) or, with `limit` null, up to the first frame that
-   * does not validate (the valid end; only under the lock is that end stable). Records whose
-   * token is below a fence token before them in the stripe are void and left out.
+   * does not validate (the valid end; only under the lock is that end stable). See stripe-scan.ts.
    */
-  async scan(from: Position, fromSalt: number, limit: Position | null): Promise<ScanResult> {
-    const recs: Rec[] = [];
-    let seq = from.seq;
-    let offset = from.offset;
-    let lsn = from.lsn;
-    let fence = from.fence;
-    let salt = fromSalt;
-    const seqs = [seq];
-    let sealedWithoutNext = false;
-    const file = (): string => this.fileOf(seq);
-    const stop = (why: string): never => {
-      throw corrupt(`stripe ${this.index}: ${why} before the published end (file ${file()}, offset ${offset}, lsn ${lsn})`, {
-        file: file(),
-        offset,
-        lsn,
-      });
-    };
-    let buf = new Uint8Array(0);
-    let bufAt = -1; // file offset of buf[0] in file `seq`
-    let bufLen = 0;
-    outer: for (;;) {
-      if (limit !== null && seq === limit.seq && offset >= limit.offset) {
-        if (offset !== limit.offset || lsn !== limit.lsn) stop('the records do not end at the published position');
-        break;
-      }
-      if (limit !== null && seq > limit.seq) stop('the stripe runs past the published file');
-      // Make sure the frame header at `offset` is in the buffer.
-      if (bufAt < 0 || offset < bufAt || offset + FRAME_HEADER_BYTES > bufAt + bufLen) {
-        // Windows start small (most catch-ups find a few records or none) and grow while the
-        // scan keeps finding records.
-        let want = Math.min(WINDOW_BYTES, Math.max(4096, 2 * buf.length));
-        if (limit !== null && seq === limit.seq) want = Math.min(want, limit.offset - offset);
-        want = Math.max(want, FRAME_HEADER_BYTES);
-        if (buf.length < want) buf = new Uint8Array(want);
-        bufLen = await this.readAt(seq, buf.subarray(0, want), offset);
-        bufAt = offset;
-        if (bufLen < FRAME_HEADER_BYTES) {
-          if (limit !== null) stop('a frame is cut short');
-          break;
-        }
-      }
-      let at = offset - bufAt;
-      const len = frameLength(buf, at);
-      if (len < 1 || len > MAX_PAYLOAD_BYTES) {
-        if (limit !== null) stop('a frame has an impossible length');
-        break;
-      }
-      const frameBytes = FRAME_HEADER_BYTES + len;
-      if (limit !== null && seq === limit.seq && offset + frameBytes > limit.offset) stop('a frame crosses the published end');
-      if (offset + frameBytes > bufAt + bufLen) {
-        // The frame is not all in the buffer: read it whole (bounded by MAX_PAYLOAD_BYTES).
-        let want = Math.max(frameBytes, Math.min(WINDOW_BYTES, 2 * buf.length));
-        if (limit !== null && seq === limit.seq) want = Math.max(frameBytes, Math.min(want, limit.offset - offset));
-        if (buf.length < want) buf = new Uint8Array(want);
-        bufLen = await this.readAt(seq, buf.subarray(0, want), offset);
-        bufAt = offset;
-        at = 0;
-        if (bufLen < frameBytes) {
-          if (limit !== null) stop('a frame is cut short');
-          break;
-        }
-      }
-      const view = buf.subarray(0, bufLen);
-      const check = checkFrame(view, at, lsn, salt);
-      if (check !== 'ok') {
-        if (limit !== null) stop(`a frame fails its check (${check})`);
-        break;
-      }
-      const payloadAt = at + FRAME_HEADER_BYTES;
-      const type = view[payloadAt];
-      if (type === REC_BATCH) {
-        const batch = decodeBatchPayload(view.subarray(payloadAt, payloadAt + len), `${file()}@${offset}`);
-        if (batch.token >= fence) recs.push(recOf(this.index, seq, offset, lsn, fence, batch));
-        offset += frameBytes;
-        lsn++;
-      } else if (type === REC_FENCE && len === 9) {
-        fence = Math.max(fence, u64(view, payloadAt + 1));
-        offset += frameBytes;
-        lsn++;
-      } else if (type === REC_SEAL && len === 1) {
-        lsn++;
-        const nextSeq = seq + 1;
-        let header = null;
-        try {
-          const hb = new Uint8Array(STRIPE_HEADER_BYTES);
-          await this.readAt(nextSeq, hb, 0);
-          header = decodeStripeHeader(hb);
-        } catch (err) {
-          if (!(err instanceof StripeGone)) throw err;
-        }
-        if (header === null || header.seq !== nextSeq || header.stripe !== this.index || header.firstLsn !== lsn || !sameBytes(header.realmTag, this.cfg.realmTag)) {
-          if (limit !== null) stop(`a sealed file has no valid successor (${header === null ? 'no header' : JSON.stringify({ ...header, realmTag: undefined })}, lsn ${lsn})`);
-          offset += frameBytes;
-          sealedWithoutNext = true;
-          break outer;
-        }
-        this.#saltOf.set(nextSeq, header.salt);
-        seq = nextSeq;
-        seqs.push(seq);
-        offset = STRIPE_HEADER_BYTES;
-        fence = Math.max(fence, header.fence);
-        salt = header.salt;
-        bufAt = -1;
-      } else {
-        if (limit !== null) stop(`a frame has an unknown type ${String(type)}`);
-        break;
-      }
-    }
-    return { recs, end: { seq, offset, lsn, fence }, endSalt: salt, sealedWithoutNext, seqs };
+  scan(from: Position, fromSalt: number, limit: Position | null): Promise<ScanResult> {
+    return scanStripe(this.#scanSource, from, fromSalt, limit);
   }
+
 
   /**
    * True when CRC-valid BATCH records follow the cursor, which the caller has just moved to the
@@ -705,12 +484,7 @@ export class Stripe {
     this.flockHeld = false;
     this.inUse = false;
     this.fresh = false;
-    for (const entry of this.#readers.values()) {
-      // A read in flight closes its handle when it settles.
-      entry.evicted = true;
-      if (entry.pins === 0) handles.push(entry.handle);
-    }
-    this.#readers.clear();
+    handles.push(...this.#readers.drain());
     await Promise.all([this.#lock.close(), this.#gate.close(), this.#published.close()]);
     for (const h of handles) if (h !== null) await h.close().catch(() => undefined);
   }
@@ -722,51 +496,6 @@ export class Stripe {
  */
 export type LockUse = 'group' | 'acquire' | 'strays' | 'recover' | 'settle';
 
-/** A cached read handle: `pins` reads in flight; `evicted` once the cache let go of it. */
-interface ReadHandle {
-  handle: FileHandle;
-  pins: number;
-  evicted: boolean;
-}
-
-/**
- * A file opened on first use, exactly once even when first uses race: a second open would leak a
- * descriptor, and with it any lock taken through it (held until the process exits).
- */
-class LazyHandle {
-  #opening: Promise<FileHandle> | null = null;
-  /** The open handle, once the open resolved. */
-  current: FileHandle | null = null;
-
-  constructor(
-    private readonly fs: FileSystem,
-    private readonly file: string,
-    private readonly mode: OpenMode,
-  ) {}
-
-  get(): Promise<FileHandle> {
-    if (this.#opening === null) {
-      const opening = this.fs.open(this.file, this.mode).then((h) => {
-        if (this.#opening === opening) this.current = h;
-        else void h.close().catch(() => undefined); // closed while opening
-        return h;
-      });
-      this.#opening = opening;
-      opening.catch(() => {
-        if (this.#opening === opening) this.#opening = null;
-      });
-    }
-    return this.#opening;
-  }
-
-  /** Closes the handle (a lock taken through it is released); the next `get` opens it again. */
-  async close(): Promise<void> {
-    const h = this.current;
-    this.#opening = null;
-    this.current = null;
-    await h?.close().catch(() => undefined);
-  }
-}
 
 /** A group's write failed: `voided` tells whether the group is certain never to land. */
 export class GroupFailed extends Error {

@@ -75,7 +75,7 @@ import {
   type RealmFormat,
   type StripeHeader,
 } from '../../host/fs/format.js';
-import { recOf } from '../../host/fs/stripe.js';
+import { recOf } from '../../host/fs/stripe-scan.js';
 import { DEAD, PENDING, View, type Rec } from '../../host/fs/view.js';
 import { checkCellFile } from './cell.js';
 import { checkEmpty } from './log.js';
@@ -502,7 +502,7 @@ async function checkStripe(ctx: VerifyContext, realm: RealmInfo, k: number): Pro
       report.pastNote = end.lsn - note.lsn;
       ctx.warning(
         path.join(dir, stripeFileName(end.seq)),
-        `host stripe ${k}: ${end.lsn - note.lsn} valid record(s) past the published note (${posText(note)}): a writer stopped before publishing them, or the note lost its rewrite in a crash; the next writer or open adopts them`,
+        `host stripe ${k}: ${end.lsn - note.lsn} valid record(s) past the published note (${posText(note)}): a writer stopped before publishing them, or the note lost its rewrite in a crash; the first load, writer, acquire or open that finds their writer gone adopts them`,
       );
     }
   }

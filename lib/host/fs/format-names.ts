@@ -1,0 +1,57 @@
+// The names of the fs host store: scope kinds as codes and letters, scope digests, and the
+// names of scope directories, stripe files and home files. No I/O.
+//
+// Owns: the mapping of a scope to its directory (`scopes/<2 hex>/<kind letter><64 hex>`, from a
+// SHA-256 of kind and name: a scope's name never becomes a path), the stripe file name
+// (`<16 digits>.wal`) and the home file names (`r-<gen>`, `h-<gen>`). Guarantees: every parser
+// answers null for a name it did not make, so a stray file is never taken for one of these.
+
+import { createHash } from 'node:crypto';
+import type { ScopeKind } from '../types.js';
+
+
+export const KIND_CODE: Readonly<Record<ScopeKind, number>> = Object.freeze({ session: 1, identity: 2, mob: 3, record: 4 });
+const KIND_BY_CODE: readonly (ScopeKind | undefined)[] = [undefined, 'session', 'identity', 'mob', 'record'];
+const KIND_LETTER: Readonly<Record<ScopeKind, string>> = Object.freeze({ session: 's', identity: 'i', mob: 'm', record: 'r' });
+const KIND_BY_LETTER: Readonly<Record<string, ScopeKind>> = Object.freeze({ s: 'session', i: 'identity', m: 'mob', r: 'record' });
+
+export function kindOfCode(code: number): ScopeKind | undefined {
+  return KIND_BY_CODE[code];
+}
+
+/** SHA-256 over kind code, 0, name bytes: a scope's name never becomes a path. Lowercase hex. */
+export function scopeDigest(kind: ScopeKind, name: string): string {
+  const h = createHash('sha256');
+  h.update(Uint8Array.of(KIND_CODE[kind], 0));
+  h.update(name, 'utf8');
+  return h.digest('hex');
+}
+
+/** `scopes/<2 hex>/<kind letter><64 hex>`, relative to the realm. */
+export function scopeDirName(kind: ScopeKind, digest: string): { fanout: string; leaf: string } {
+  return { fanout: digest.slice(0, 2), leaf: `${KIND_LETTER[kind]}${digest}` };
+}
+
+/** Parses a scope directory's leaf name; null for anything else. */
+export function parseScopeLeaf(leaf: string): { kind: ScopeKind; digest: string } | null {
+  const m = /^([simr])([0-9a-f]{64})$/.exec(leaf);
+  if (m === null) return null;
+  return { kind: KIND_BY_LETTER[m[1]!]!, digest: m[2]! };
+}
+
+export function stripeFileName(seq: number): string {
+  return `${String(seq).padStart(16, '0')}.wal`;
+}
+export function parseStripeFileName(name: string): number | null {
+  const m = /^(\d{16})\.wal$/.exec(name);
+  if (m === null) return null;
+  const n = Number(m[1]);
+  return Number.isSafeInteger(n) ? n : null;
+}
+
+export function rowFileName(gen: string): string {
+  return `r-${gen}`;
+}
+export function headFileName(gen: string): string {
+  return `h-${gen}`;
+}
