@@ -37,6 +37,7 @@ import {
 } from './format.js';
 import { HomeRows, readHome, scopeDirOf } from './home.js';
 import { ensureRealm } from './realm-create.js';
+import { checkFenceFiles } from './fence.js';
 import { StripeLocks } from './realm-locks.js';
 import { Stripe, type HostMistakes } from './stripe.js';
 import { StripeGone } from './stripe-files.js';
@@ -76,6 +77,11 @@ export class BackOff extends Error {
 export { peekCell };
 
 
+/** A stripe file that the current checkpoint (or the records after it) names, missing: damage. */
+function missingStripeFile(err: StripeGone, round: number): Error {
+  return corrupt(`stripe file ${err.file} is missing, though the realm's checkpoint (round ${round}) reaches it`, { file: err.file });
+}
+
 /** The handle's machinery (see the module header). */
 export class RealmHandle {
   readonly dir: string;
@@ -109,7 +115,22 @@ export class RealmHandle {
 
   static async open(dir: string, s: RealmSettings): Promise<RealmHandle> {
     const format = await ensureRealm(dir, s);
-    const checkpoint = await readCheckpoint(s.fs, dir, format.stripes);
+    for (let attempt = 0; ; attempt++) {
+      const checkpoint = await readCheckpoint(s.fs, dir, format.stripes);
+      try {
+        return await RealmHandle.#openAt(dir, s, format, checkpoint);
+      } catch (err) {
+        if (!(err instanceof StripeGone)) throw err;
+        // A checkpoint that moved meanwhile removed the file (try again from it); one that did
+        // not names a stripe file that is missing.
+        const now = await readCheckpoint(s.fs, dir, format.stripes);
+        if (now.round === checkpoint.round) throw missingStripeFile(err, checkpoint.round);
+        if (attempt >= 3) throw err;
+      }
+    }
+  }
+
+  static async #openAt(dir: string, s: RealmSettings, format: RealmFormat, checkpoint: CheckpointValue): Promise<RealmHandle> {
     const stripes: Stripe[] = [];
     // One estimate for the handle: its stripes share the disk.
     const syncs = new InlineSyncPolicy(s.inlineSyncBelowMs);
@@ -140,6 +161,7 @@ export class RealmHandle {
       for (const st of stripes) await handle.#recoverBoot(st);
       await handle.catchUpAll();
       await handle.scanHomeDirs();
+      await checkFenceFiles(handle);
     } catch (err) {
       await handle.closeFiles();
       throw err;
@@ -266,13 +288,18 @@ export class RealmHandle {
    * checkpoint and tries again. `settle`: the caller is a load (see `#settleUnpublished`).
    */
   async catchUpAll(only?: readonly number[], settle = false): Promise<void> {
+    let jumpedTo: number | null = null;
     for (let attempt = 0; ; attempt++) {
       try {
         await Promise.all((only ?? this.stripes.map((_, k) => k)).map((k) => this.catchUp(k, settle)));
         return;
       } catch (err) {
-        if (!(err instanceof StripeGone) || attempt >= 3) throw err;
+        if (!(err instanceof StripeGone)) throw err;
+        // Gone after a jump to a checkpoint that did not move since: the file it names is missing.
+        if (jumpedTo !== null && jumpedTo === this.checkpoint.round) throw missingStripeFile(err, this.checkpoint.round);
+        if (attempt >= 3) throw err;
         await this.jump();
+        jumpedTo = this.checkpoint.round;
       }
     }
   }
@@ -385,7 +412,8 @@ export class RealmHandle {
     try {
       fanouts = await this.fs.readdir(root);
     } catch (err) {
-      if (isMissing(err)) return;
+      // scopes/ is made with the realm, before its FORMAT: a realm without it lost every home.
+      if (isMissing(err)) throw corrupt(`realm ${this.dir} has no scopes/ directory`, { file: root });
       throw err;
     }
     await Promise.all(
