@@ -15,6 +15,7 @@ import { encodeKvCommand } from '../lib/raft/kv.js';
 import { groupDirectory, openRaftNode } from '../lib/raft/node.js';
 import type { Entry, LogId } from '../lib/raft/types.js';
 import { openSegmentedLog } from '../segments/index.js';
+import { openFsHostStore } from '../lib/host/index.js';
 
 const OPTS = { segmentBytes: 4096, journalSegmentBytes: 4096 };
 
@@ -106,6 +107,28 @@ test('verify: a log whose MANIFEST was deleted after a reset is an error, not a 
     await fsp.rm(path.join(dir, 'MANIFEST'));
     const [seg] = (await fsp.readdir(dir)).filter((n) => n.endsWith('.seg'));
     assertErrorAt(await verifyDataDirectory(dir), path.join(dir, seg as string));
+  } finally {
+    await fsp.rm(root, { recursive: true, force: true });
+  }
+});
+
+test('verify: a host realm whose FORMAT was deleted is an error (a creation leftover only warns)', async () => {
+  const root = await fsp.mkdtemp(path.join(os.tmpdir(), 'seglog-damage-verify-'));
+  try {
+    const fresh = path.join(root, 'fresh');
+    await (await openFsHostStore(fresh)).close();
+    await fsp.rm(path.join(fresh, 'FORMAT'));
+    assert.deepEqual(errors(await verifyDataDirectory(fresh)), [], 'what a creation writes before FORMAT is a leftover');
+    const used = path.join(root, 'used');
+    const store = await openFsHostStore(used);
+    await store.acquireFence('exclusive');
+    await store.checkpoint();
+    await store.close();
+    assert.deepEqual(errors(await verifyDataDirectory(used)), []);
+    await fsp.rm(path.join(used, 'FORMAT'));
+    const report = await verifyDataDirectory(used);
+    assertErrorAt(report, path.join(used, 'fence', 'state'));
+    assertErrorAt(report, path.join(used, 'checkpoint'));
   } finally {
     await fsp.rm(root, { recursive: true, force: true });
   }
