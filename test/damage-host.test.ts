@@ -99,3 +99,77 @@ test('fs realm: a damaged FORMAT is damage naming FORMAT', async () => {
     await assert.rejects(openFsHostStore(dir), damageNaming(file));
   });
 });
+
+/** Every file under `dir`, relative to it. */
+async function filesUnder(dir: string, at = ''): Promise<string[]> {
+  const out: string[] = [];
+  for (const e of await fsp.readdir(path.join(dir, at), { withFileTypes: true })) {
+    const rel = path.join(at, e.name);
+    if (e.isDirectory()) out.push(...(await filesUnder(dir, rel)));
+    else out.push(rel);
+  }
+  return out.sort();
+}
+
+test('fs realm: damage anywhere answers UNAVAILABLE with a CORRUPT cause naming a file of the realm, or is not served', async (t) => {
+  const root = await fsp.mkdtemp(path.join(os.tmpdir(), 'seglog-damage-host-'));
+  try {
+    const base = path.join(root, 'base');
+    const store = await openFsHostStore(base);
+    const { token } = await store.acquireFence('exclusive');
+    const scopes = Array.from({ length: 5 }, (_, i) => ({ kind: 'record' as const, name: `s${i}` }));
+    for (const [i, scope] of scopes.entries()) {
+      await store.commit(
+        CommitBatch.tryNew(`a${i}`, token, [{ scope, previous: null, next: 1, head: new Uint8Array(40).fill(i + 1), append: [new Uint8Array(30).fill(i)] }]),
+      );
+    }
+    await store.checkpoint();
+    for (const [i, scope] of scopes.entries()) {
+      await store.commit(CommitBatch.tryNew(`b${i}`, token, [{ scope, previous: 1, next: 2, head: new Uint8Array(40).fill(i + 9), append: [new Uint8Array(30).fill(i + 9)] }]));
+    }
+    const expected = await Promise.all(scopes.map((s) => store.loadHead(s)));
+    await store.close();
+    let cases = 0;
+    let refused = 0;
+    for (const rel of await filesUnder(base)) {
+      const size = (await fsp.stat(path.join(base, rel))).size;
+      if (size === 0 || rel.endsWith('lock') || rel.endsWith('gate')) continue;
+      for (const at of [...new Set([0, 8, Math.floor(size / 2), size - 1].filter((x) => x >= 0 && x < size))]) {
+        cases++;
+        const dir = path.join(root, `case-${cases}`);
+        await fsp.cp(base, dir, { recursive: true });
+        const file = path.join(dir, rel);
+        const bytes = await fsp.readFile(file);
+        bytes[at] = (bytes[at] as number) ^ 0x5a;
+        await fsp.writeFile(file, bytes);
+        try {
+          const s = await openFsHostStore(dir);
+          try {
+            for (const [i, scope] of scopes.entries()) {
+              const head = await s.loadHead(scope);
+              // Served: exactly the acknowledged head (damage in bytes nothing reads, or a torn part).
+              assert.deepEqual(head, expected[i], `${rel}@${at}: ${scope.name} served another head`);
+              await s.readRows(scope, 0, 10);
+            }
+            await s.listHeads('record', null, 10);
+          } finally {
+            await s.close();
+          }
+        } catch (err) {
+          if (err instanceof assert.AssertionError) throw err;
+          refused++;
+          assert.ok(err instanceof HostStoreError, `${rel}@${at}: a HostStoreError, got ${String(err)}`);
+          assert.equal(err.code, 'UNAVAILABLE', `${rel}@${at}: ${err.message}`);
+          assert.ok(isSeglogError(err.cause, 'CORRUPT'), `${rel}@${at}: cause CORRUPT, got ${String(err.cause)}`);
+          const named = (err.details['corrupt'] as Record<string, unknown>)['file'];
+          assert.ok(typeof named === 'string' && named.startsWith(dir), `${rel}@${at}: names a file of the realm: ${String(named)} (${err.message})`);
+        }
+        await fsp.rm(dir, { recursive: true, force: true });
+      }
+    }
+    t.diagnostic(`${cases} damaged states: ${refused} refused as damage, the rest served exactly the acknowledged heads`);
+    assert.ok(refused > cases / 3, `${refused} of ${cases} damaged states refused`);
+  } finally {
+    await fsp.rm(root, { recursive: true, force: true });
+  }
+});

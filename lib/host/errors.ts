@@ -101,12 +101,15 @@ export class HostStoreError extends SeglogError {
    * (nothing was applied; the store refuses to serve the damaged data) and `cause` is always the
    * CORRUPT SeglogError that names what failed: the file and, where known, the offset (the fs
    * store), or the schema, table and value (the PostgreSQL store). `details.corrupt` copies the
-   * cause's details, so that a caller can tell damage from a passing outage without unwrapping.
+   * cause's details, with the damaged file always as `file` (a cell names it `path`), so that a
+   * caller can tell damage from a passing outage, and find it, without unwrapping.
    */
   static damaged(cause: SeglogError, what?: string): HostStoreError {
+    const found = cause.details;
+    const file = found['file'] ?? found['path'];
     return new HostStoreError('UNAVAILABLE', `${what === undefined ? '' : `${what}: `}stored data is damaged: ${cause.message}`, {}, {
       cause,
-      details: { corrupt: cause.details },
+      details: { corrupt: file === undefined ? { ...found } : { ...found, file } },
     });
   }
 

@@ -239,7 +239,7 @@ export class RealmHandle {
         await sleep(attempt < 5 ? 0 : 1);
         pub = await st.readPublished();
       }
-      if (pub === null) throw corrupt(`stripe ${j}: the published note is unreadable`, { stripe: j });
+      if (pub === null) throw corrupt(`stripe ${j}: the published note is unreadable`, { stripe: j, file: path.join(st.dir, 'published'), offset: 0 });
       if (pub.lsn <= st.cursor.lsn) return;
       const res = await st.scan(st.cursor, st.cursorSalt, pub);
       for (const rec of res.recs) this.view.add(rec);
@@ -451,7 +451,7 @@ export class RealmHandle {
     }
     const home = await readHome(this.fs, dir);
     if (home !== null && (home.kind !== e.kind || home.name !== e.name)) {
-      throw corrupt(`home of ${e.kind} scope ${JSON.stringify(e.name)} names another scope`, { dir: this.scopeDir(e) });
+      throw corrupt(`home of ${e.kind} scope ${JSON.stringify(e.name)} names another scope`, { dir: this.scopeDir(e), file: path.join(this.scopeDir(e), 'state') });
     }
     this.view.setHome(e, home);
     return home;
