@@ -197,3 +197,57 @@ test('payload store: FORMAT deleted beside blobs or refs is CORRUPT; CLOCK delet
     await assert.rejects(openPayloadStore(dir), corruptNaming(path.join(dir, 'CLOCK')));
   });
 });
+
+test('payload store: a deleted refcount file is CORRUPT (its marker says holders were lost), and collection keeps the payload', async () => {
+  await withRoot(async (root) => {
+    const dir = path.join(root, 'payloads');
+    let store = await openPayloadStore(dir, { graceMs: 0 });
+    const info = await store.put(
+      (async function* () {
+        yield new TextEncoder().encode('a payload with holders');
+      })(),
+    );
+    await store.addRef(info.digest, 'queue-a');
+    await store.addRef(info.digest, 'queue-b');
+    await store.close();
+    const hex = info.digest.slice('sha256:'.length);
+    const refsFile = path.join(dir, 'refs', hex.slice(0, 2), hex);
+    await fsp.rm(refsFile);
+    store = await openPayloadStore(dir, { graceMs: 0 });
+    try {
+      await assert.rejects(store.refs(info.digest), corruptNaming(refsFile));
+      await assert.rejects(store.addRef(info.digest, 'queue-c'), corruptNaming(refsFile));
+      await assert.rejects(store.collectGarbage(), (err: unknown) => isSeglogError(err, 'CORRUPT'));
+      assert.notEqual(await store.stat(info.digest), null, 'the payload is kept');
+      const report = await store.verify();
+      assert.ok(report.problems.some((p) => p.digest === info.digest && p.code === 'CORRUPT'), JSON.stringify(report.problems));
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+test('payload store: holders removed one by one leave no marker, and the payload is collected', async () => {
+  await withRoot(async (root) => {
+    const dir = path.join(root, 'payloads');
+    const store = await openPayloadStore(dir, { graceMs: 0 });
+    try {
+      const info = await store.put(
+        (async function* () {
+          yield new TextEncoder().encode('held, then let go');
+        })(),
+      );
+      await store.addRef(info.digest, 'a');
+      await store.addRef(info.digest, 'b');
+      await store.removeRef(info.digest, 'a');
+      assert.deepEqual(await store.refs(info.digest), ['b']);
+      await store.removeRef(info.digest, 'b');
+      const hex = info.digest.slice('sha256:'.length);
+      assert.deepEqual(await fsp.readdir(path.join(dir, 'refs', hex.slice(0, 2))), []);
+      assert.deepEqual(await store.refs(info.digest), []);
+      assert.equal((await store.collectGarbage()).removed, 1);
+    } finally {
+      await store.close();
+    }
+  });
+});

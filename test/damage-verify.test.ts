@@ -16,6 +16,7 @@ import { groupDirectory, openRaftNode } from '../lib/raft/node.js';
 import type { Entry, LogId } from '../lib/raft/types.js';
 import { openSegmentedLog } from '../segments/index.js';
 import { openFsHostStore } from '../lib/host/index.js';
+import { openPayloadStore } from '../lib/payloads/index.js';
 
 const OPTS = { segmentBytes: 4096, journalSegmentBytes: 4096 };
 
@@ -129,6 +130,28 @@ test('verify: a host realm whose FORMAT was deleted is an error (a creation left
     const report = await verifyDataDirectory(used);
     assertErrorAt(report, path.join(used, 'fence', 'state'));
     assertErrorAt(report, path.join(used, 'checkpoint'));
+  } finally {
+    await fsp.rm(root, { recursive: true, force: true });
+  }
+});
+
+test('verify: a payload store whose refcount file was deleted is an error', async () => {
+  const root = await fsp.mkdtemp(path.join(os.tmpdir(), 'seglog-damage-verify-'));
+  try {
+    const dir = path.join(root, 'payloads');
+    const store = await openPayloadStore(dir);
+    const info = await store.put(
+      (async function* () {
+        yield new TextEncoder().encode('a payload with a holder');
+      })(),
+    );
+    await store.addRef(info.digest, 'queue-a');
+    await store.close();
+    assert.deepEqual(errors(await verifyDataDirectory(dir)), []);
+    const hex = info.digest.slice('sha256:'.length);
+    const refsFile = path.join(dir, 'refs', hex.slice(0, 2), hex);
+    await fsp.rm(refsFile);
+    assertErrorAt(await verifyDataDirectory(dir), refsFile);
   } finally {
     await fsp.rm(root, { recursive: true, force: true });
   }

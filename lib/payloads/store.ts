@@ -170,6 +170,13 @@ const CLOCK_NAME = 'CLOCK';
 const CLOCK_SLOT_BYTES = 64;
 const BLOBS = 'blobs';
 const REFS = 'refs';
+/** The suffix of a refcount file's marker (see FsPayloadStore #heldPath). */
+export const HELD_SUFFIX = '.held';
+
+/** A refcount file missing beside its marker: the holder set was lost. */
+function lostRefs(file: string, marker: string): SeglogError {
+  return corrupt(`refcount file ${file} is missing beside its marker ${marker}: the payload's holders were lost`, { path: file });
+}
 const TMP = 'tmp';
 
 function tempName(kind: 'put' | 'ref' | 'format'): string {
@@ -593,6 +600,8 @@ export class FsPayloadStore implements PayloadStore {
           throw new SeglogError('TOO_LARGE', `payload ${digest} already has ${MAX_HOLDERS} holders`, { details: { digest } });
         }
         await this.#writeRefs(hex, [...holders, holder]);
+        // The first holder: the refcount file is durable, now its marker (see #heldPath).
+        if (holders.length === 0) await this.#markHeld(hex);
       }),
     );
   }
@@ -624,15 +633,19 @@ export class FsPayloadStore implements PayloadStore {
     );
   }
 
-  /** The holder set of a digest ([] when it has no refcount file). CORRUPT when damaged. */
+  /**
+   * The holder set of a digest ([] when it has no refcount file). CORRUPT when damaged, and when
+   * the refcount file is missing beside its marker (the set was lost, not emptied).
+   */
   async #readRefs(hex: string): Promise<string[]> {
     const file = this.#refsPath(hex);
     let handle: FileHandle;
     try {
       handle = await this.#fs.open(file, 'read');
     } catch (err) {
-      if (errnoOf(err) === 'ENOENT') return [];
-      throw fromIo(err, 'open refcount file', file);
+      if (errnoOf(err) !== 'ENOENT') throw fromIo(err, 'open refcount file', file);
+      if (await this.#exists(this.#heldPath(hex))) throw lostRefs(file, this.#heldPath(hex));
+      return [];
     }
     try {
       const size = await handle.size();
@@ -655,12 +668,15 @@ export class FsPayloadStore implements PayloadStore {
     const file = this.#refsPath(hex);
     const dir = path.dirname(file);
     if (holders.length === 0) {
-      try {
-        await this.#fs.unlink(file);
-      } catch (err) {
-        if (errnoOf(err) !== 'ENOENT') throw fromIo(err, 'remove refcount file', file);
+      // The marker goes first, durably: a crash never leaves a marker without its refcount file.
+      for (const p of [this.#heldPath(hex), file]) {
+        try {
+          await this.#fs.unlink(p);
+        } catch (err) {
+          if (errnoOf(err) !== 'ENOENT') throw fromIo(err, 'remove refcount file', p);
+        }
+        await this.#syncDir(dir);
       }
-      await this.#syncDir(dir);
       return;
     }
     const name = tempName('ref');
@@ -733,7 +749,7 @@ export class FsPayloadStore implements PayloadStore {
       if (unlinked) await this.#syncDir(blobDir);
     }
     if (damaged.length > 0) {
-      throw corrupt(`${damaged.length} unreferenced payload(s) have a damaged header and were kept: ${damaged.slice(0, 8).join(', ')}`, {
+      throw corrupt(`${damaged.length} unreferenced payload(s) have a damaged header or a lost refcount file and were kept: ${damaged.slice(0, 8).join(', ')}`, {
         digests: damaged,
         removed,
         bytes,
@@ -746,6 +762,7 @@ export class FsPayloadStore implements PayloadStore {
   async #collectOne(hex: string, now: number): Promise<'kept' | 'damaged' | number> {
     this.#checkWritable();
     if (await this.#exists(this.#refsPath(hex))) return 'kept';
+    if (await this.#exists(this.#heldPath(hex))) return 'damaged'; // its refcount file was lost: kept
     let opened: { handle: FileHandle; header: BlobHeader } | null;
     try {
       opened = await this.#openBlob(hex);
@@ -821,6 +838,11 @@ export class FsPayloadStore implements PayloadStore {
       for (const hh of (await this.#readdir(refs)).sort()) {
         if (!isFanoutName(hh)) continue;
         for (const hex of (await this.#readdir(path.join(refs, hh), true)).sort()) {
+          const marked = hex.endsWith(HELD_SUFFIX) ? hex.slice(0, -HELD_SUFFIX.length) : null;
+          if (marked !== null && isHexName(marked) && fanoutOf(marked) === hh && !(await this.#exists(this.#refsPath(marked)))) {
+            problem(DIGEST_PREFIX + marked, lostRefs(this.#refsPath(marked), this.#heldPath(marked)));
+            continue;
+          }
           if (!isHexName(hex) || fanoutOf(hex) !== hh) continue;
           const digest = DIGEST_PREFIX + hex;
           report.refFiles++;
@@ -895,6 +917,28 @@ export class FsPayloadStore implements PayloadStore {
 
   #blobPath(hex: string): string {
     return path.join(this.dir, BLOBS, fanoutOf(hex), hex);
+  }
+
+  /**
+   * The marker of a digest with holders: an empty `refs/<hh>/<hex>.held`, made once its first
+   * holder's refcount file is durable and removed (durably) before its last one's refcount file.
+   * So a marker is never without its refcount file in any state a crash leaves, and a refcount
+   * file missing beside its marker was lost: CORRUPT, never an empty holder set.
+   */
+  #heldPath(hex: string): string {
+    return `${this.#refsPath(hex)}${HELD_SUFFIX}`;
+  }
+
+  /** Makes the marker of `hex` durable (its refcount file is durable already). */
+  async #markHeld(hex: string): Promise<void> {
+    const marker = this.#heldPath(hex);
+    try {
+      const h = await this.#fs.open(marker, 'create');
+      await h.close();
+    } catch (err) {
+      throw fromIo(err, 'create refcount marker', marker);
+    }
+    await this.#syncDir(path.dirname(marker));
   }
 
   #refsPath(hex: string): string {

@@ -27,6 +27,7 @@ import {
   DIGEST_PREFIX,
 } from '../../payloads/format.js';
 import { cellTempPath } from '../../../cells/index.js';
+import { HELD_SUFFIX } from '../../payloads/store.js';
 import { checkCellFile } from './cell.js';
 import { checkEmpty } from './log.js';
 import { VerifyError, messageOf, type VerifyContext } from './context.js';
@@ -117,8 +118,15 @@ export async function checkPayloadStore(ctx: VerifyContext, dir: string, names: 
       ctx.unknown.push(sub);
       continue;
     }
-    for (const hex of (await listDir(ctx, sub)).sort()) {
+    const entries = await listDir(ctx, sub);
+    for (const hex of entries.sort()) {
       const file = path.join(sub, hex);
+      const marked = hex.endsWith(HELD_SUFFIX) ? hex.slice(0, -HELD_SUFFIX.length) : null;
+      if (marked !== null && isHexName(marked) && fanoutOf(marked) === hh) {
+        // A refcount file's marker: made after the file, removed before it (docs/payloads.md).
+        if (!entries.includes(marked)) ctx.error(path.join(sub, marked), `refcount file missing beside its marker ${file}: the payload's holders were lost (CORRUPT when read)`);
+        continue;
+      }
       if (!isHexName(hex) || fanoutOf(hex) !== hh) {
         ctx.unknown.push(file);
         continue;
