@@ -155,3 +155,30 @@ test('lstat: the real file system reports a link as one; memory and faulty answe
   await assert.rejects(faulty.lstat('/d/f'), (err: NodeJS.ErrnoException) => err.code === 'EIO');
   assert.equal(faulty.calls.lstat, 1);
 });
+
+test('payload store: a fan-out directory that is a link is CORRUPT; a collection removes nothing behind it', async () => {
+  await withRoot(async (root, victim) => {
+    const a = await openPayloadStore(path.join(root, 'a'));
+    const info = await a.put(
+      (async function* () {
+        yield new TextEncoder().encode('a payload kept elsewhere');
+      })(),
+    );
+    await a.close();
+    const hex = info.digest.slice('sha256:'.length);
+    const hh = hex.slice(0, 2);
+    // The victim directory holds a valid blob of that digest (a copy from store a).
+    await fsp.copyFile(path.join(root, 'a', 'blobs', hh, hex), path.join(victim, hex));
+    const dir = path.join(root, 'b');
+    await (await openPayloadStore(dir)).close();
+    await fsp.symlink(victim, path.join(dir, 'blobs', hh));
+    const b = await openPayloadStore(dir, { graceMs: 0 });
+    try {
+      await assert.rejects(b.collectGarbage(), corruptNaming(path.join(dir, 'blobs', hh)));
+      await assert.rejects(b.stat(info.digest), corruptNaming(path.join(dir, 'blobs', hh)));
+    } finally {
+      await b.close();
+    }
+    assert.deepEqual((await fsp.readdir(victim)).sort(), [hex, 'precious'].sort());
+  });
+});

@@ -990,9 +990,8 @@ export class FsPayloadStore implements PayloadStore {
     const dir = path.join(this.dir, kind, hh);
     let ready = this.#trusted.get(dir);
     if (ready === undefined) {
-      const st = await this.#fs.stat(dir).catch((err: unknown) => {
-        throw fromIo(err, 'stat', dir);
-      });
+      // Never through a link: a collection would remove what it finds behind one.
+      const st = await ownEntry(this.#fs, dir, 'payload store fan-out directory');
       if (st !== null && !st.isDirectory) throw corrupt(`${dir} is not a directory`, { path: dir });
       if (st === null && !create) return false;
       ready = this.#trusted.get(dir); // another call may have started meanwhile
