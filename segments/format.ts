@@ -221,6 +221,27 @@ function indexCrc(b: Uint8Array, salt: number): number {
   return crc32(b.subarray(INDEX_HEADER_BYTES), crc32(b.subarray(0, 32), salt));
 }
 
+/**
+ * What an index file's 36-byte header claims for the segment (`base`, `id`), before its table is
+ * read: null when it is not a header of this format and segment. `crcSeed` is the CRC of the
+ * header's first 32 bytes: continue it over the offsets (`crc32(table, crcSeed)`) and compare with
+ * `crc`. With a valid CRC the claim is the index's: frames [0, count) end at `endOffset`.
+ */
+export function decodeIndexHeader(
+  b: Uint8Array,
+  base: number,
+  id: SegmentId,
+): { count: number; endOffset: number; crc: number; crcSeed: number } | null {
+  if (b.length < INDEX_HEADER_BYTES || u32(b, 0) !== INDEX_MAGIC) return null;
+  if ((b[4]! | (b[5]! << 8)) !== FORMAT_VERSION) return null;
+  if (u64(b, 8) !== base) return null;
+  for (let i = 0; i < 8; i++) if (b[16 + i] !== id[i]) return null;
+  const count = u32(b, 24);
+  const endOffset = u32(b, 28);
+  if (count > 0 ? endOffset < HEADER_BYTES + FRAME_HEADER_BYTES * count : endOffset !== HEADER_BYTES) return null;
+  return { count, endOffset, crc: u32(b, 32), crcSeed: crc32(b.subarray(0, 32), saltOf(id)) };
+}
+
 /** The count an index file header claims, or -1 when the header is not a plausible index header. */
 export function indexHeaderCount(b: Uint8Array): number {
   if (b.length < INDEX_HEADER_BYTES || u32(b, 0) !== INDEX_MAGIC) return -1;

@@ -341,11 +341,14 @@ class Log implements SegmentedLog {
       try {
         await this.#syncer.drain();
         // Record the active segment's table (every frame in it is synced now), so that the next
-        // open scans only what is appended after this point.
+        // open scans only what is appended after this point, and knows how far the log reached:
+        // synced, file and name, it is the durable floor below which a shortfall is damage.
         const seg = s.active;
         await this.#structure.cutStale(seg);
         if (seg.count > 0) {
-          await this.#files.writeIndexFile(seg, encodeIndex(seg.base, seg.id, seg.offsets!, seg.count, seg.tableEnd), false);
+          await this.#files.writeIndexFile(seg, encodeIndex(seg.base, seg.id, seg.offsets!, seg.count, seg.tableEnd), true);
+          if (!seg.indexNamed) await this.#files.syncDirectory();
+          seg.indexNamed = true;
         }
       } catch (err) {
         failure = err;

@@ -4,12 +4,13 @@
 // the manifest; then either `startNewLog` (no manifest ever committed: remove leftovers, make the
 // directory durable, commit the first manifest) or `adoptManifest` (the segments it names must
 // exist; files it does not name are garbage, unless one holds records a later generation wrote —
-// then the manifest went back: CORRUPT) and `recoverTail` (the last segment: trust its index as
-// far as its last frame checks, scan on from there, cut a torn tail, sync). Guarantees
-// (docs/crash-safety.md, segmented log, "Open"): open costs O(segments) plus a scan of the last
-// segment past its index; sealed segments are not read; after it the log holds a contiguous
-// prefix of what was written (asserted), every frame of it durable, nothing after it that could
-// line up behind a new frame.
+// then the manifest went back: CORRUPT) and `recoverTail` (the last segment: its valid index is
+// the durable floor — the file must still hold it, its last listed frame must check, or CORRUPT
+// naming file and offset, nothing cut; then scan on from there, cut a torn tail, sync).
+// Guarantees (docs/crash-safety.md, segmented log, "Open"): open costs O(segments) plus a scan
+// of the last segment past its index; sealed segments are not read; after it the log holds a
+// contiguous prefix of what was written (asserted), every frame of it durable, never less than
+// its floor (asserted), nothing after it that could line up behind a new frame.
 
 import * as path from 'node:path';
 import { assert } from '../lib/assert.js';
@@ -27,11 +28,12 @@ import {
   parseSegmentFileName,
   readU32,
   saltOf,
+  type FrameCheck,
   type Manifest,
 } from './format.js';
 import { scanFrames } from './scan.js';
 import { Segment } from './segment.js';
-import { isZeroRange, type SegmentFiles } from './segment-files.js';
+import { isZeroRange, type IndexTable, type SegmentFiles } from './segment-files.js';
 import type { LogState } from './state.js';
 import type { Structure } from './structure.js';
 import type { Syncer } from './syncer.js';
@@ -191,9 +193,12 @@ async function adoptManifest(r: RecoveryRooms, manifest: Manifest, files: Readon
 }
 
 /**
- * The last segment at open: its valid prefix of frames, found by trusting its index (written at a
- * clean close, or a checkpoint: it claims only synced frames) as far as its last frame checks and
- * scanning on from there; whatever follows is cut unless it is zeros; the prefix is synced.
+ * The last segment at open. Its index, when valid, is a floor: written at a clean close, a
+ * checkpoint or a seal, only after a sync had made every frame it lists durable, so those frames
+ * were acknowledged data, and a shortfall below it is damage, never a torn tail: CORRUPT naming
+ * the segment file and the offset, with nothing cut (the evidence stays for `seglog verify`).
+ * Above the floor (or with no valid index) the scan runs on to the first invalid frame; whatever
+ * follows it is a torn tail, cut unless it is zeros; the prefix is synced.
  */
 export async function recoverTail(r: RecoveryRooms, seg: Segment): Promise<void> {
   const s = r.s;
@@ -203,20 +208,14 @@ export async function recoverTail(r: RecoveryRooms, seg: Segment): Promise<void>
       throw fromIo(err, 'stat segment', seg.segPath);
     });
     let start = HEADER_BYTES;
-    // The index written at a clean close claims only synced frames; trust it, then scan past it.
-    const idx = await r.files.readIndexFile(seg, size);
-    if (idx !== null && idx.count > 0 && idx.endOffset <= size) {
+    seg.offsets = new Uint32Array(64);
+    seg.tableCount = 0;
+    seg.tableEnd = HEADER_BYTES;
+    const idx = await durableFloor(r, handle, seg, size);
+    if (idx !== null && idx.count > 0) {
       seg.offsets = idx.offsets;
       seg.tableCount = idx.count;
-      seg.tableEnd = idx.endOffset;
-      const lastStart = idx.offsets[idx.count - 1]!;
-      const ok = await frameValid(r, handle, seg, lastStart, idx.endOffset, seg.base + idx.count - 1);
-      if (ok) start = idx.endOffset;
-    }
-    if (start === HEADER_BYTES) {
-      seg.offsets = new Uint32Array(64);
-      seg.tableCount = 0;
-      seg.tableEnd = HEADER_BYTES;
+      seg.tableEnd = start = idx.endOffset;
     }
     const result = await scanFrames(handle, size, seg.salt, start, seg.base + seg.tableCount, s.maxRecordBytes, Number.MAX_SAFE_INTEGER, (off) =>
       seg.push(off),
@@ -226,6 +225,7 @@ export async function recoverTail(r: RecoveryRooms, seg: Segment): Promise<void>
     seg.allocated = size;
     s.stats.recoveryScanBytes = result.endOffset - start;
     assert(seg.tableEnd <= size && (seg.count === 0 || seg.frameStart(0) === HEADER_BYTES), 'the recovered frames run from the header to the valid end');
+    assert(idx === null || seg.tableEnd >= idx.endOffset, 'recovery never cuts below the durable floor');
     await cutTornTail(handle, seg, result.endOffset, size);
     // The valid prefix may be in the page cache only (the last process was killed before its
     // sync). The next roll would seal it, so it is made durable now, with the cut.
@@ -238,6 +238,43 @@ export async function recoverTail(r: RecoveryRooms, seg: Segment): Promise<void>
   } finally {
     release();
   }
+}
+
+/**
+ * The last segment's durable floor: the frame table its valid index lists, once the segment file
+ * is checked to still hold it (long enough, its last listed frame valid); null when there is no
+ * valid index (never written, lost or torn by a crash, or damaged: derived data, the scan starts
+ * at the header). CORRUPT when a valid index lists what the file no longer holds.
+ */
+async function durableFloor(r: RecoveryRooms, handle: FileHandle, seg: Segment, size: number): Promise<IndexTable | null> {
+  const idx = await r.files.readIndexFile(seg, size);
+  // An index longer than the file could need is not read whole; its header and CRC still tell.
+  const claim = idx ?? (await r.files.readIndexClaim(seg, size));
+  if (claim === null || claim.count === 0) return idx;
+  const last = seg.base + claim.count - 1;
+  if (claim.endOffset > size) {
+    throw corrupt(
+      `segment ${seg.segPath}: ends at ${size} bytes, but its index lists ${claim.count} records (to ${last}) ending at ${claim.endOffset}, all durable when it was written: acknowledged records are lost`,
+      idx === null ? { file: seg.segPath, offset: size } : { file: seg.segPath, offset: size, index: seg.base + firstFrameEndingPast(idx, size) },
+    );
+  }
+  assert(idx !== null, 'an index that fits its segment file was read whole');
+  const lastStart = idx.offsets[idx.count - 1]!;
+  const check = await frameCheck(r, handle, seg, lastStart, idx.endOffset, last);
+  if (check !== 'ok') {
+    throw corrupt(
+      `segment ${seg.segPath}: record ${last} at offset ${lastStart} fails its ${check} check, but the index lists it as durable: an acknowledged record is damaged`,
+      { file: seg.segPath, offset: lastStart, index: last },
+    );
+  }
+  return idx;
+}
+
+/** The first frame of `idx` that does not end within `size` bytes. */
+function firstFrameEndingPast(idx: IndexTable, size: number): number {
+  let k = 0;
+  while (k < idx.count && (k + 1 < idx.count ? idx.offsets[k + 1]! : idx.endOffset) <= size) k++;
+  return k;
 }
 
 /**
@@ -278,15 +315,18 @@ async function holdsYoungerRecords(r: RecoveryRooms, file: string, generation: n
   });
 }
 
-/** True when the frame at [start, end) of `seg` is whole and checks as record `index`. */
-async function frameValid(r: RecoveryRooms, handle: FileHandle, seg: Segment, start: number, end: number, index: number): Promise<boolean> {
+/** How the frame at [start, end) of `seg` checks as record `index` ('ok', or why not). */
+async function frameCheck(r: RecoveryRooms, handle: FileHandle, seg: Segment, start: number, end: number, index: number): Promise<FrameCheck> {
   const maxRecordBytes = r.s.maxRecordBytes;
-  if (end - start < FRAME_HEADER_BYTES || end - start - FRAME_HEADER_BYTES > maxRecordBytes) return false;
+  if (end - start < FRAME_HEADER_BYTES) return 'short';
+  if (end - start - FRAME_HEADER_BYTES > maxRecordBytes) return 'length';
   const b = new Uint8Array(end - start);
   try {
-    if ((await handle.read(b, start)) !== b.length) return false;
+    if ((await handle.read(b, start)) !== b.length) return 'short';
   } catch (err) {
     throw fromIo(err, 'read segment', seg.segPath);
   }
-  return checkFrame(b, 0, index, seg.salt, maxRecordBytes) === 'ok';
+  const check = checkFrame(b, 0, index, seg.salt, maxRecordBytes);
+  // A frame whose length field disagrees with the index's table is damaged too.
+  return check === 'ok' && readU32(b, 4) !== b.length - FRAME_HEADER_BYTES ? 'length' : check;
 }

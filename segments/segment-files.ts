@@ -2,15 +2,18 @@
 //
 // Owns: `SegmentFiles` — starting a segment file (its header, then zeros, synced with its
 // directory entry), cutting a segment file to a length, writing and reading a segment's index
-// (`<segment>.idx`), unlinking, and checking that a range of a file is all zeros. Every I/O error
+// (`<segment>.idx`; also what an index too long to read whole claims, `indexClaimOf`, which
+// `seglog verify` shares), syncing the directory, unlinking, and checking that a range of a file
+// is all zeros. Every I/O error
 // comes back as a typed SeglogError naming the file. Guarantees: a started segment file and its
 // name are durable when `startSegmentFile` resolves (so a manifest may name it); a cut is
 // durable when `cutFile` resolves; an index is derived data, synced only when its caller asks.
 // The bytes are encoded by format.ts; this room only moves them.
 
+import { crc32 } from 'node:zlib';
 import { fromIo } from '../lib/errors.js';
 import type { FileHandle } from '../lib/fs/types.js';
-import { FRAME_HEADER_BYTES, HEADER_BYTES, INDEX_HEADER_BYTES, decodeIndex, encodeSegmentHeader } from './format.js';
+import { FRAME_HEADER_BYTES, HEADER_BYTES, INDEX_HEADER_BYTES, decodeIndex, decodeIndexHeader, encodeSegmentHeader, type SegmentId } from './format.js';
 import type { Segment } from './segment.js';
 import type { LogState } from './state.js';
 
@@ -24,6 +27,21 @@ export interface IndexTable {
   count: number;
   endOffset: number;
 }
+
+/** What a valid index claims, without its table: frames [0, count) ending at `endOffset`. */
+export interface IndexClaim {
+  count: number;
+  endOffset: number;
+}
+
+/** The most bytes an index of a segment of `segmentSize` bytes can need (a frame takes at least 16). */
+export function indexBound(segmentSize: number): number {
+  return INDEX_HEADER_BYTES + 4 * Math.floor(Math.max(0, segmentSize - HEADER_BYTES) / FRAME_HEADER_BYTES);
+}
+
+/** The largest index the format allows: one of a 4 GiB segment of empty frames. */
+const MAX_INDEX_BYTES = indexBound(2 ** 32);
+const CLAIM_WINDOW = 1 << 20;
 
 export class SegmentFiles {
   readonly #s: LogState;
@@ -113,8 +131,7 @@ export class SegmentFiles {
       const size = await h.size();
       // A frame takes at least 16 bytes, so an index can never need more than this: a larger file
       // is not trusted to size an allocation.
-      const bound = INDEX_HEADER_BYTES + 4 * Math.floor(Math.max(0, segmentSize - HEADER_BYTES) / FRAME_HEADER_BYTES);
-      if (size > bound || size < INDEX_HEADER_BYTES) return null;
+      if (size > indexBound(segmentSize) || size < INDEX_HEADER_BYTES) return null;
       const b = new Uint8Array(size);
       const n = await h.read(b, 0);
       return decodeIndex(b.subarray(0, n), seg.base, seg.id);
@@ -122,6 +139,41 @@ export class SegmentFiles {
       throw fromIo(err, 'read index', seg.idxPath);
     } finally {
       await h.close().catch(() => undefined);
+    }
+  }
+
+  /**
+   * What `<segment>.idx` claims when it is longer than a segment of `segmentSize` bytes could need
+   * (which `readIndexFile` does not trust to size an allocation): its header, and its CRC checked
+   * over the table in windows of 1 MiB. Null when the file is absent, within that bound (then
+   * `readIndexFile` has judged it), or not a valid index of `seg`. A valid claim past the end of
+   * the segment file says the file lost frames that were durable.
+   */
+  async readIndexClaim(seg: Segment, segmentSize: number): Promise<IndexClaim | null> {
+    let h: FileHandle;
+    try {
+      h = await this.#s.fs.open(seg.idxPath, 'read');
+    } catch (err) {
+      if ((err as { code?: unknown }).code === 'ENOENT') return null;
+      throw fromIo(err, 'open index', seg.idxPath);
+    }
+    try {
+      const size = await h.size();
+      if (size <= indexBound(segmentSize)) return null;
+      return await indexClaimOf(h, size, seg.base, seg.id);
+    } catch (err) {
+      throw fromIo(err, 'read index', seg.idxPath);
+    } finally {
+      await h.close().catch(() => undefined);
+    }
+  }
+
+  /** Syncs the log's directory (the names of files created since are durable). */
+  async syncDirectory(): Promise<void> {
+    try {
+      await this.#s.fs.syncDir(this.#s.dir);
+    } catch (err) {
+      throw fromIo(err, 'sync directory', this.#s.dir);
     }
   }
 
@@ -178,4 +230,25 @@ export async function isZeroRange(h: FileHandle, from: number, to: number): Prom
     if (got < n) return true;
   }
   return true;
+}
+
+/**
+ * What the index file open in `h` (`size` bytes) claims for the segment (`base`, `id`), without
+ * holding its table: its header, and its CRC computed over the table in windows of 1 MiB. Null
+ * unless it is a valid index of that segment (the format's largest at most).
+ */
+export async function indexClaimOf(h: FileHandle, size: number, base: number, id: SegmentId): Promise<IndexClaim | null> {
+  if (size > MAX_INDEX_BYTES || size < INDEX_HEADER_BYTES) return null;
+  const head = new Uint8Array(INDEX_HEADER_BYTES);
+  if ((await h.read(head, 0)) !== head.length) return null;
+  const claim = decodeIndexHeader(head, base, id);
+  if (claim === null || size !== INDEX_HEADER_BYTES + 4 * claim.count) return null;
+  let crc = claim.crcSeed;
+  const buf = new Uint8Array(Math.min(CLAIM_WINDOW, size - INDEX_HEADER_BYTES));
+  for (let at = INDEX_HEADER_BYTES; at < size; at += buf.length) {
+    const view = buf.subarray(0, Math.min(buf.length, size - at));
+    if ((await h.read(view, at)) !== view.length) return null;
+    crc = crc32(view, crc);
+  }
+  return crc === claim.crc ? { count: claim.count, endOffset: claim.endOffset } : null;
 }

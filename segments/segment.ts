@@ -34,6 +34,8 @@ export class Segment {
   allocated = HEADER_BYTES;
   /** The space past `tableEnd` holds a recycled file's old bytes, not zeros (cut before sealing or closing). */
   stale = false;
+  /** This process synced the directory after writing the segment's index: its name is durable. */
+  indexNamed = false;
   /** Reads in flight: an unlink waits for them. */
   readers = 0;
   removed = false;

@@ -9,8 +9,10 @@
 //   finished (sync-before-ack: asserted where it resolves); one sync at a time;
 // - a failed fsync is not retried (the kernel may have dropped the pages): the log is poisoned,
 //   every waiter fails, and the view rolls back to what was last synced;
-// - a checkpoint claims only frames a sync has made durable, and is never synced itself (derived
-//   data: a torn or lost one means a longer scan at the next open).
+// - a checkpoint claims only frames a sync has made durable, and is written only after that sync
+//   finished: it is the durable floor recovery holds the segment to. It is synced off the append
+//   path (a torn or lost one means a lower floor and a longer scan at the next open, never a
+//   false one).
 
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { assert } from '../lib/assert.js';
@@ -168,15 +170,23 @@ export class Syncer {
 
   /**
    * Rewrites the active segment's index to claim its first `count` frames, which a sync has just
-   * made durable (so recovery may trust them without a scan). Not synced: a torn or lost
-   * checkpoint only means a longer scan.
+   * made durable: recovery trusts them without a scan, and takes them as the log's durable floor
+   * (a shortfall below it is damage, not a torn tail). Synced (with the directory the first time
+   * this process writes the segment's index), off the append path: no append waits for it. A
+   * failed or lost checkpoint leaves the previous floor, a torn one none (it fails its CRC): a
+   * longer scan, never a false claim.
    */
   #checkpoint(seg: Segment, count: number, end: number): void {
     const bytes = encodeIndex(seg.base, seg.id, seg.offsets!, count, end);
     this.#checkpointEnd = end;
     this.#checkpointCount = count;
     this.#checkpointing = this.#files
-      .writeIndexFile(seg, bytes, false)
+      .writeIndexFile(seg, bytes, true)
+      .then(async () => {
+        if (seg.indexNamed) return;
+        await this.#files.syncDirectory();
+        seg.indexNamed = true;
+      })
       .catch(() => undefined)
       .finally(() => {
         this.#checkpointing = null;

@@ -57,6 +57,19 @@ export const MAX_HOLDER_BYTES = 256;
 export const MAX_HOLDERS = 16384;
 export const MAX_REFS_BODY_BYTES = MAX_HOLDERS * (2 + MAX_HOLDER_BYTES);
 
+// The store directory's entries (docs/payloads.md "Layout"): the store and the offline check
+// name them from here.
+export const LOCK_NAME = 'LOCK';
+export const FORMAT_NAME = 'FORMAT';
+export const CLOCK_NAME = 'CLOCK';
+/** The CLOCK cell's slot size. */
+export const CLOCK_SLOT_BYTES = 64;
+export const BLOBS = 'blobs';
+export const REFS = 'refs';
+/** The suffix of a refcount file's marker `refs/<hh>/<hex>.held` (docs/payloads.md, "The marker"). */
+export const HELD_SUFFIX = '.held';
+export const TMP = 'tmp';
+
 export const DIGEST_PREFIX = 'sha256:';
 const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
 const HEX_RE = /^[0-9a-f]{64}$/;

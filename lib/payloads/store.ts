@@ -39,13 +39,21 @@ import { realFs } from '../fs/real.js';
 import { openCell, type Cell } from '../../cells/index.js';
 import {
   BLOB_HEADER_BYTES,
+  BLOBS,
+  CLOCK_NAME,
+  CLOCK_SLOT_BYTES,
   DEFAULT_CHUNK_BYTES,
   DIGEST_PREFIX,
   FORMAT_BYTES,
+  FORMAT_NAME,
+  LOCK_NAME,
   MAX_CHUNK_BYTES,
   MAX_HOLDERS,
   MIN_CHUNK_BYTES,
+  REFS,
   REFS_HEADER_BYTES,
+  HELD_SUFFIX,
+  TMP,
   checkFormat,
   decodeBlobHeader,
   decodeRefs,
@@ -162,22 +170,12 @@ export interface PayloadVerifyReport {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Layout
-
-const LOCK_NAME = 'LOCK';
-const FORMAT_NAME = 'FORMAT';
-const CLOCK_NAME = 'CLOCK';
-const CLOCK_SLOT_BYTES = 64;
-const BLOBS = 'blobs';
-const REFS = 'refs';
-/** The suffix of a refcount file's marker (see FsPayloadStore #heldPath). */
-export const HELD_SUFFIX = '.held';
+// Layout (the names are format.ts's)
 
 /** A refcount file missing beside its marker: the holder set was lost. */
 function lostRefs(file: string, marker: string): SeglogError {
   return corrupt(`refcount file ${file} is missing beside its marker ${marker}: the payload's holders were lost`, { path: file });
 }
-const TMP = 'tmp';
 
 function tempName(kind: 'put' | 'ref' | 'format'): string {
   return `${kind}-${randomBytes(8).toString('hex')}`;

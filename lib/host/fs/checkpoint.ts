@@ -18,7 +18,7 @@
 
 import * as path from 'node:path';
 import { openCell } from '../../../cells/index.js';
-import { decodeCheckpoint, encodeCheckpoint, parseStripeFileName, type Position } from './format.js';
+import { CHECKPOINT_FILE, CHECKPOINT_LOCK_FILE, decodeCheckpoint, encodeCheckpoint, parseStripeFileName, type Position } from './format.js';
 import { DirSyncs, HomeBuilder, readHomeCell, type HomeCell } from './home.js';
 import { forEachLimited, type RealmHandle } from './realm.js';
 import type { Stripe } from './stripe.js';
@@ -29,10 +29,10 @@ import { DEAD, PENDING, View, YES, type Rec, type ScopeEntry, type Verdict } fro
 /** Runs one round if no other handle is running one; answers whether it ran. */
 export async function checkpointRound(r: RealmHandle): Promise<boolean> {
   const fs = r.fs;
-  const lock = await fs.open(path.join(r.dir, 'checkpoint.lock'), 'create');
+  const lock = await fs.open(path.join(r.dir, CHECKPOINT_LOCK_FILE), 'create');
   try {
     if (!(await lock.tryLock())) return false;
-    const cellFile = path.join(r.dir, 'checkpoint');
+    const cellFile = path.join(r.dir, CHECKPOINT_FILE);
     const cell = await openCell(cellFile, { fs });
     try {
       const raw = await cell.read();

@@ -21,7 +21,17 @@ import { isMissing } from '../../fs/errno.js';
 import type { FileHandle } from '../../fs/types.js';
 import { HostStoreError } from '../errors.js';
 import type { AcquireMode, FenceGrant } from '../types.js';
-import { decodeFenceState, encodeFencePayload, encodeFenceState, FRAME_HEADER_BYTES, sameBytes, type FenceState } from './format.js';
+import {
+  decodeFenceState,
+  encodeFencePayload,
+  encodeFenceState,
+  FENCE_DIR,
+  FENCE_LOCK_FILE,
+  FENCE_STATE_FILE,
+  FRAME_HEADER_BYTES,
+  sameBytes,
+  type FenceState,
+} from './format.js';
 import type { RealmHandle } from './realm.js';
 import { lockWithin } from './realm-locks.js';
 import { GroupFailed } from './stripe.js';
@@ -32,14 +42,14 @@ async function withFence<T>(r: RealmHandle, fn: (state: FenceState | null, cell:
   let lock: FileHandle | null = null;
   let cell: Cell | null = null;
   try {
-    const lockFile = path.join(r.dir, 'fence', 'lock');
+    const lockFile = path.join(r.dir, FENCE_DIR, FENCE_LOCK_FILE);
     lock = await fs.open(lockFile, 'write').catch((err: unknown) => {
       // Made with the realm, never removed: a realm without it lost it.
       if (isMissing(err)) throw corrupt(`${lockFile} is missing (it is made with the realm)`, { file: lockFile });
       throw err;
     });
     await lockWithin(lock, r.s.lockWaitMs, 'the fence');
-    const stateFile = path.join(r.dir, 'fence', 'state');
+    const stateFile = path.join(r.dir, FENCE_DIR, FENCE_STATE_FILE);
     cell = await openCell(stateFile, { fs });
     const raw = await cell.read();
     if (raw === null) checkNeverAcquired(r, stateFile);
@@ -65,8 +75,8 @@ function checkNeverAcquired(r: RealmHandle, stateFile: string): void {
  * present, `fence/state` present once any token was issued. CORRUPT naming the one lost.
  */
 export async function checkFenceFiles(r: RealmHandle): Promise<void> {
-  const lockFile = path.join(r.dir, 'fence', 'lock');
-  const stateFile = path.join(r.dir, 'fence', 'state');
+  const lockFile = path.join(r.dir, FENCE_DIR, FENCE_LOCK_FILE);
+  const stateFile = path.join(r.dir, FENCE_DIR, FENCE_STATE_FILE);
   if ((await r.fs.stat(lockFile)) === null) throw corrupt(`${lockFile} is missing (it is made with the realm)`, { file: lockFile });
   if ((await r.fs.stat(stateFile)) === null) checkNeverAcquired(r, stateFile);
 }

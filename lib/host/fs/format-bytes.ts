@@ -1,15 +1,30 @@
 // The field helpers every encoding of the fs host store is written with: no I/O, no state.
 //
 // Owns: little-endian reads and writes of u16, u32, u64 (as safe integers) and f64 on a
-// Uint8Array, exact UTF-8 text, the format version every file of a realm carries, and a byte
-// comparison. Guarantees: no helper allocates more than the value it returns, and `text` throws
+// Uint8Array, exact UTF-8 text, the format version every file of a realm carries, the opening
+// (magic, version) and the closing CRC32 most of them share, and a byte comparison. Guarantees: no helper allocates more than the value it returns, and `text` throws
 // on bytes that are not exactly UTF-8 (decoders turn that into CORRUPT). The layouts written with
 // these are in format.ts and the modules it re-exports (docs/format-host.md).
 
+import { crc32 } from 'node:zlib';
 import { decodeUtf8Exact } from '../../text.js';
 
 /** The version of every file of a realm (FORMAT, stripe files, notes, cells, row files). */
 export const FORMAT_VERSION = 1;
+
+/**
+ * The magic (u32 at offset 0) of each kind of file or value of a realm, in one table so that no
+ * two kinds share one: 'SGH' and a letter, little-endian.
+ */
+export const MAGIC = Object.freeze({
+  format: 0x46484753, // 'SGHF'
+  stripe: 0x53484753, // 'SGHS'
+  published: 0x50484753, // 'SGHP'
+  checkpoint: 0x43484753, // 'SGHC'
+  fence: 0x4c484753, // 'SGHL'
+  home: 0x48484753, // 'SGHH'
+  row: 0x52484753, // 'SGHR'
+});
 
 // ---------------------------------------------------------------------------------------------
 // Little-endian helpers on Uint8Array (no BigInt on the hot path: u64 values are safe integers).
@@ -58,4 +73,29 @@ export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The opening and the closing CRC shared by the realm's files (a home cell's value opens with a
+// u8 version instead, and a FORMAT value tells a bad magic from a bad version).
+
+/** Writes the opening: magic u32 at 0, FORMAT_VERSION u16 at 4. */
+export function putOpening(b: Uint8Array, magic: number): void {
+  putU32(b, 0, magic);
+  putU16(b, 4, FORMAT_VERSION);
+}
+
+/** True when `b` holds at least `min` bytes and opens as `putOpening(b, magic)` writes. */
+export function hasOpening(b: Uint8Array, magic: number, min: number): boolean {
+  return b.length >= min && u32(b, 0) === magic && u16(b, 4) === FORMAT_VERSION;
+}
+
+/** Writes at `at` the CRC32 of bytes [0, at). */
+export function putClosingCrc(b: Uint8Array, at: number): void {
+  putU32(b, at, crc32(b.subarray(0, at)));
+}
+
+/** True when the u32 at `at` is the CRC32 of bytes [0, at) (as `putClosingCrc` writes). */
+export function closingCrcHolds(b: Uint8Array, at: number): boolean {
+  return crc32(b.subarray(0, at)) === u32(b, at);
 }

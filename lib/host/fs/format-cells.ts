@@ -7,16 +7,14 @@
 // naming the file. The cells themselves (two slots, CRC) are cells/.
 
 import { corrupt } from '../../errors.js';
-import { f64, FORMAT_VERSION, putF64, putU16, putU32, putU64, text, u16, u32, u64, utf8 } from './format-bytes.js';
-import type { Position } from './format-stripe.js';
+import { f64, hasOpening, MAGIC, putF64, putOpening, putU16, putU64, text, u16, u64, utf8 } from './format-bytes.js';
+import { isPosition, putPosition, readPosition, type Position } from './format-stripe.js';
 
 // ---------------------------------------------------------------------------------------------
 // The checkpoint value (a cell `checkpoint`): per stripe, the position before which every record
 // is applied to the scopes' homes.
 //  0 magic 'SGHC' | 4 version u16 | 6 stripes u16 | 8 round u64 | 16 per stripe: seq u64,
 //  offset u64, lsn u64, fence u64
-
-const CHECKPOINT_MAGIC = 0x43484753; // 'SGHC'
 
 export interface CheckpointValue {
   round: number;
@@ -25,28 +23,24 @@ export interface CheckpointValue {
 
 export function encodeCheckpoint(c: CheckpointValue): Uint8Array {
   const b = new Uint8Array(16 + 32 * c.positions.length);
-  putU32(b, 0, CHECKPOINT_MAGIC);
-  putU16(b, 4, FORMAT_VERSION);
+  putOpening(b, MAGIC.checkpoint);
   putU16(b, 6, c.positions.length);
   putU64(b, 8, c.round);
   let at = 16;
   for (const p of c.positions) {
-    putU64(b, at, p.seq);
-    putU64(b, at + 8, p.offset);
-    putU64(b, at + 16, p.lsn);
-    putU64(b, at + 24, p.fence);
+    putPosition(b, at, p);
     at += 32;
   }
   return b;
 }
 
 export function decodeCheckpoint(b: Uint8Array, stripes: number, file: string): CheckpointValue {
-  if (b.length < 16 || u32(b, 0) !== CHECKPOINT_MAGIC || u16(b, 4) !== FORMAT_VERSION) throw corrupt(`${file}: not a checkpoint value`, { file });
+  if (!hasOpening(b, MAGIC.checkpoint, 16)) throw corrupt(`${file}: not a checkpoint value`, { file });
   if (u16(b, 6) !== stripes || b.length !== 16 + 32 * stripes) throw corrupt(`${file}: names ${u16(b, 6)} stripes, the realm has ${stripes}`, { file });
   const positions: Position[] = [];
   for (let i = 0, at = 16; i < stripes; i++, at += 32) {
-    const p = { seq: u64(b, at), offset: u64(b, at + 8), lsn: u64(b, at + 16), fence: u64(b, at + 24) };
-    if (![p.seq, p.offset, p.lsn, p.fence].every(Number.isSafeInteger) || p.lsn < 1) throw corrupt(`${file}: position ${i} out of range`, { file });
+    const p = readPosition(b, at);
+    if (!isPosition(p)) throw corrupt(`${file}: position ${i} out of range`, { file });
     positions.push(p);
   }
   return { round: u64(b, 8), positions };
@@ -57,7 +51,6 @@ export function decodeCheckpoint(b: Uint8Array, stripes: number, file: string): 
 //  0 magic 'SGHL' | 4 version u16 | 6 holder id length u16 | 8 highest token u64
 // 16 holder token u64 | 24 lease end f64 (the store clock's ms) | 32 boot id (16) | 48 holder id
 
-const FENCE_MAGIC = 0x4c484753; // 'SGHL'
 export const MAX_HOLDER_ID_BYTES = 1024;
 
 export interface FenceState {
@@ -71,8 +64,7 @@ export interface FenceState {
 export function encodeFenceState(s: FenceState): Uint8Array {
   const id = utf8(s.holder);
   const b = new Uint8Array(48 + id.length);
-  putU32(b, 0, FENCE_MAGIC);
-  putU16(b, 4, FORMAT_VERSION);
+  putOpening(b, MAGIC.fence);
   putU16(b, 6, id.length);
   putU64(b, 8, s.highest);
   putU64(b, 16, s.holderToken);
@@ -83,7 +75,7 @@ export function encodeFenceState(s: FenceState): Uint8Array {
 }
 
 export function decodeFenceState(b: Uint8Array, file: string): FenceState {
-  if (b.length < 48 || u32(b, 0) !== FENCE_MAGIC || u16(b, 4) !== FORMAT_VERSION) throw corrupt(`${file}: not a fence state`, { file });
+  if (!hasOpening(b, MAGIC.fence, 48)) throw corrupt(`${file}: not a fence state`, { file });
   const idLen = u16(b, 6);
   if (b.length !== 48 + idLen) throw corrupt(`${file}: holder id length disagrees`, { file });
   const highest = u64(b, 8);

@@ -11,7 +11,7 @@
 import { crc32 } from 'node:zlib';
 import { corrupt } from '../../errors.js';
 import type { ScopeKind } from '../types.js';
-import { FORMAT_VERSION, putU16, putU32, putU64, text, u16, u32, u64, utf8 } from './format-bytes.js';
+import { closingCrcHolds, FORMAT_VERSION, hasOpening, MAGIC, putClosingCrc, putOpening, putU16, putU32, putU64, text, u16, u32, u64, utf8 } from './format-bytes.js';
 import { KIND_CODE, kindOfCode } from './format-names.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -24,7 +24,6 @@ import { KIND_CODE, kindOfCode } from './format-names.js';
 // (8 bytes) | row files, 32 bytes each: gen (8), start u64, count u64, end offset u48, flags u16
 // (1: sealed)
 
-const HOME_MAGIC = 0x48484753; // 'SGHH'
 export const HOME_SLOT_BYTES = 8192;
 /** Heads up to this many bytes live in the home cell itself; longer ones in a blob file. */
 export const INLINE_HEAD_BYTES = 2048;
@@ -67,7 +66,7 @@ export function encodeHome(h: HomeValue): Uint8Array {
   const headBytes = h.head !== null ? h.head.length : 8;
   const cutBytes = 8 * h.cut.length;
   const b = new Uint8Array(48 + cutBytes + name.length + id.length + headBytes + 32 * h.rowFiles.length);
-  putU32(b, 0, HOME_MAGIC);
+  putU32(b, 0, MAGIC.home);
   b[4] = FORMAT_VERSION;
   b[5] = KIND_CODE[h.kind];
   b[6] = (h.deleted ? H_DELETED : 0) | (h.head === null ? H_BLOB : 0);
@@ -106,7 +105,7 @@ export function encodeHome(h: HomeValue): Uint8Array {
 
 export function decodeHome(b: Uint8Array, file: string): HomeValue {
   const bad = (why: string): Error => corrupt(`home cell ${file}: ${why}`, { file });
-  if (b.length < 48 || u32(b, 0) !== HOME_MAGIC || b[4] !== FORMAT_VERSION) throw bad('not a home value');
+  if (b.length < 48 || u32(b, 0) !== MAGIC.home || b[4] !== FORMAT_VERSION) throw bad('not a home value');
   const kind = kindOfCode(b[5]!);
   if (kind === undefined) throw bad('unknown kind');
   const flags = b[6]!;
@@ -178,7 +177,6 @@ export function decodeHome(b: Uint8Array, file: string): HomeValue {
 //  frame:  0 CRC32 of bytes 4..16+len seeded with the file's salt (CRC32 of the gen bytes)
 //          4 len u32 | 8 index u64 | 16 row bytes
 
-const ROW_MAGIC = 0x52484753; // 'SGHR'
 export const ROW_HEADER_BYTES = 32;
 export const ROW_FRAME_HEADER_BYTES = 16;
 
@@ -188,17 +186,15 @@ export function rowSalt(gen: string): number {
 
 export function encodeRowHeader(gen: string, start: number): Uint8Array {
   const b = new Uint8Array(ROW_HEADER_BYTES);
-  putU32(b, 0, ROW_MAGIC);
-  putU16(b, 4, FORMAT_VERSION);
+  putOpening(b, MAGIC.row);
   b.set(Buffer.from(gen, 'hex'), 8);
   putU64(b, 16, start);
-  putU32(b, 28, crc32(b.subarray(0, 28)));
+  putClosingCrc(b, 28);
   return b;
 }
 
 export function checkRowHeader(b: Uint8Array, gen: string, start: number): boolean {
-  if (b.length < ROW_HEADER_BYTES || u32(b, 0) !== ROW_MAGIC || u16(b, 4) !== FORMAT_VERSION) return false;
-  if (crc32(b.subarray(0, 28)) !== u32(b, 28)) return false;
+  if (!hasOpening(b, MAGIC.row, ROW_HEADER_BYTES) || !closingCrcHolds(b, 28)) return false;
   return Buffer.from(b.subarray(8, 16)).toString('hex') === gen && u64(b, 16) === start;
 }
 

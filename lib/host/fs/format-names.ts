@@ -1,13 +1,40 @@
-// The names of the fs host store: scope kinds as codes and letters, scope digests, and the
-// names of scope directories, stripe files and home files. No I/O.
+// The names of the fs host store: the realm's fixed entries, scope kinds as codes and letters,
+// scope digests, and the names of scope directories, stripe files and home files. No I/O.
 //
-// Owns: the mapping of a scope to its directory (`scopes/<2 hex>/<kind letter><64 hex>`, from a
-// SHA-256 of kind and name: a scope's name never becomes a path), the stripe file name
-// (`<16 digits>.wal`) and the home file names (`r-<gen>`, `h-<gen>`). Guarantees: every parser
-// answers null for a name it did not make, so a stray file is never taken for one of these.
+// Owns: the name of every fixed entry of a realm (FORMAT, checkpoint, fence/, stripes/, scopes/
+// and what they hold), used by the store and by the offline check alike; the mapping of a scope
+// to its directory (`scopes/<2 hex>/<kind letter><64 hex>`, from a SHA-256 of kind and name: a
+// scope's name never becomes a path), the stripe file name (`<16 digits>.wal`) and the home file
+// names (`r-<gen>`, `h-<gen>`). Guarantees: every parser answers null for a name it did not make,
+// so a stray file is never taken for one of these.
 
 import { createHash } from 'node:crypto';
 import type { ScopeKind } from '../types.js';
+
+// ---------------------------------------------------------------------------------------------
+// The realm's directory tree (docs/format-host.md, "The directory tree"): the store and the
+// offline check name every entry from here.
+
+/** The realm's identity cell, written last at creation. */
+export const FORMAT_FILE = 'FORMAT';
+export const CHECKPOINT_FILE = 'checkpoint';
+/** Held by the one checkpointer of the realm. */
+export const CHECKPOINT_LOCK_FILE = 'checkpoint.lock';
+export const FENCE_DIR = 'fence';
+/** In `fence/`: the lock an acquire, a renew and the realm's creation hold. */
+export const FENCE_LOCK_FILE = 'lock';
+/** In `fence/`: the fence state cell. */
+export const FENCE_STATE_FILE = 'state';
+export const STRIPES_DIR = 'stripes';
+export const SCOPES_DIR = 'scopes';
+/** In `stripes/<k>/`: the stripe's file lock. */
+export const STRIPE_LOCK_FILE = 'lock';
+/** In `stripes/<k>/`: the gate an acquire closes while it waits for the stripe's lock. */
+export const STRIPE_GATE_FILE = 'gate';
+/** In `stripes/<k>/`: the published note. */
+export const PUBLISHED_FILE = 'published';
+/** In a scope's home directory: its home cell. */
+export const HOME_STATE_FILE = 'state';
 
 
 export const KIND_CODE: Readonly<Record<ScopeKind, number>> = Object.freeze({ session: 1, identity: 2, mob: 3, record: 4 });

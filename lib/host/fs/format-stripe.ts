@@ -8,7 +8,7 @@
 // frame of another file never validates. Decoders answer null (or a FrameCheck) on bad bytes.
 
 import { crc32 } from 'node:zlib';
-import { FORMAT_VERSION, putU16, putU32, putU64, u16, u32, u64 } from './format-bytes.js';
+import { closingCrcHolds, hasOpening, MAGIC, putClosingCrc, putOpening, putU16, putU32, putU64, u16, u32, u64 } from './format-bytes.js';
 
 // ---------------------------------------------------------------------------------------------
 // Stripe file header: 64 bytes at offset 0 of every stripe file.
@@ -16,7 +16,6 @@ import { FORMAT_VERSION, putU16, putU32, putU64, u16, u32, u64 } from './format-
 // 24 first lsn u64 | 32 fence u64 (highest fence token before the file's first record)
 // 40 realm id, first 8 bytes | 48 reserved (12 zero bytes) | 60 CRC32 of bytes 0..60
 
-const STRIPE_MAGIC = 0x53484753; // 'SGHS'
 export const STRIPE_HEADER_BYTES = 64;
 
 export interface StripeHeader {
@@ -30,23 +29,20 @@ export interface StripeHeader {
 
 export function encodeStripeHeader(h: StripeHeader): Uint8Array {
   const b = new Uint8Array(STRIPE_HEADER_BYTES);
-  putU32(b, 0, STRIPE_MAGIC);
-  putU16(b, 4, FORMAT_VERSION);
+  putOpening(b, MAGIC.stripe);
   putU16(b, 6, h.stripe);
   putU64(b, 8, h.seq);
   putU32(b, 16, h.salt);
   putU64(b, 24, h.firstLsn);
   putU64(b, 32, h.fence);
   b.set(h.realmTag.subarray(0, 8), 40);
-  putU32(b, 60, crc32(b.subarray(0, 60)));
+  putClosingCrc(b, 60);
   return b;
 }
 
 /** Null when the bytes are not a valid header (short, torn, foreign). */
 export function decodeStripeHeader(b: Uint8Array): StripeHeader | null {
-  if (b.length < STRIPE_HEADER_BYTES) return null;
-  if (u32(b, 0) !== STRIPE_MAGIC || u16(b, 4) !== FORMAT_VERSION) return null;
-  if (crc32(b.subarray(0, 60)) !== u32(b, 60)) return null;
+  if (!hasOpening(b, MAGIC.stripe, STRIPE_HEADER_BYTES) || !closingCrcHolds(b, 60)) return null;
   const seq = u64(b, 8);
   const firstLsn = u64(b, 24);
   const fence = u64(b, 32);
@@ -113,7 +109,6 @@ export function encodeSealPayload(): Uint8Array {
 // 32 offset u64 (in that file, just after the last published record) | 40 lsn u64 (of the next
 // record) | 48 fence u64 (highest fence token up to there) | 56 reserved u32 | 60 CRC32 of 0..60
 
-const PUBLISHED_MAGIC = 0x50484753; // 'SGHP'
 export const PUBLISHED_BYTES = 64;
 
 export interface Position {
@@ -125,27 +120,40 @@ export interface Position {
   fence: number;
 }
 
+/** Writes `p` as four u64 at `at`: seq, offset, lsn, fence (the published note's and the checkpoint's layout). */
+export function putPosition(b: Uint8Array, at: number, p: Position): void {
+  putU64(b, at, p.seq);
+  putU64(b, at + 8, p.offset);
+  putU64(b, at + 16, p.lsn);
+  putU64(b, at + 24, p.fence);
+}
+
+/** Reads the four u64 `putPosition` writes (check them with `isPosition`). */
+export function readPosition(b: Uint8Array, at: number): Position {
+  return { seq: u64(b, at), offset: u64(b, at + 8), lsn: u64(b, at + 16), fence: u64(b, at + 24) };
+}
+
+/** True when every field is a safe integer and the lsn is at least 1 (lsns start at 1). */
+export function isPosition(p: Position): boolean {
+  return [p.seq, p.offset, p.lsn, p.fence].every(Number.isSafeInteger) && p.lsn >= 1;
+}
+
 export interface Published extends Position {
   boot: Uint8Array; // 16 bytes
 }
 
 export function encodePublished(p: Published): Uint8Array {
   const b = new Uint8Array(PUBLISHED_BYTES);
-  putU32(b, 0, PUBLISHED_MAGIC);
-  putU16(b, 4, FORMAT_VERSION);
+  putOpening(b, MAGIC.published);
   b.set(p.boot.subarray(0, 16), 8);
-  putU64(b, 24, p.seq);
-  putU64(b, 32, p.offset);
-  putU64(b, 40, p.lsn);
-  putU64(b, 48, p.fence);
-  putU32(b, 60, crc32(b.subarray(0, 60)));
+  putPosition(b, 24, p);
+  putClosingCrc(b, 60);
   return b;
 }
 
 export function decodePublished(b: Uint8Array): Published | null {
-  if (b.length < PUBLISHED_BYTES || u32(b, 0) !== PUBLISHED_MAGIC || u16(b, 4) !== FORMAT_VERSION) return null;
-  if (crc32(b.subarray(0, 60)) !== u32(b, 60)) return null;
-  const p = { boot: b.slice(8, 24), seq: u64(b, 24), offset: u64(b, 32), lsn: u64(b, 40), fence: u64(b, 48) };
-  if (![p.seq, p.offset, p.lsn, p.fence].every(Number.isSafeInteger) || p.lsn < 1 || p.offset < STRIPE_HEADER_BYTES) return null;
+  if (!hasOpening(b, MAGIC.published, PUBLISHED_BYTES) || !closingCrcHolds(b, 60)) return null;
+  const p = { boot: b.slice(8, 24), ...readPosition(b, 24) };
+  if (!isPosition(p) || p.offset < STRIPE_HEADER_BYTES) return null;
   return p;
 }

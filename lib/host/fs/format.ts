@@ -12,7 +12,7 @@
 
 import { createHash } from 'node:crypto';
 import { corrupt } from '../../errors.js';
-import { FORMAT_VERSION, putU16, putU32, u16, u32 } from './format-bytes.js';
+import { FORMAT_VERSION, MAGIC, putOpening, putU16, u16, u32 } from './format-bytes.js';
 
 export { FORMAT_VERSION, putU16, putU32, putU64, sameBytes, u16, u32, u64 } from './format-bytes.js';
 export * from './format-names.js';
@@ -24,7 +24,6 @@ export * from './format-home.js';
 // ---------------------------------------------------------------------------------------------
 // FORMAT: the realm's identity (a cell). 0 magic 'SGHF' | 4 version u16 | 6 stripes u16 | 8 realm id (16)
 
-const FORMAT_MAGIC = 0x46484753; // 'SGHF'
 export const MAX_STRIPES = 64;
 
 export interface RealmFormat {
@@ -34,15 +33,14 @@ export interface RealmFormat {
 
 export function encodeFormat(f: RealmFormat): Uint8Array {
   const b = new Uint8Array(24);
-  putU32(b, 0, FORMAT_MAGIC);
-  putU16(b, 4, FORMAT_VERSION);
+  putOpening(b, MAGIC.format);
   putU16(b, 6, f.stripes);
   b.set(f.realmId, 8);
   return b;
 }
 
 export function decodeFormat(b: Uint8Array, file: string): RealmFormat {
-  if (b.length !== 24 || u32(b, 0) !== FORMAT_MAGIC) throw corrupt(`${file} is not a host store realm format`, { file });
+  if (b.length !== 24 || u32(b, 0) !== MAGIC.format) throw corrupt(`${file} is not a host store realm format`, { file });
   if (u16(b, 4) !== FORMAT_VERSION) throw corrupt(`${file}: unknown format version ${u16(b, 4)}`, { file });
   const stripes = u16(b, 6);
   if (stripes < 1 || stripes > MAX_STRIPES) throw corrupt(`${file}: stripe count ${stripes} out of range`, { file });

@@ -29,6 +29,7 @@ import {
   encodeRowHeader,
   headFileName,
   HOME_SLOT_BYTES,
+  HOME_STATE_FILE,
   INLINE_HEAD_BYTES,
   MAX_ROW_FILES,
   ROW_FRAME_HEADER_BYTES,
@@ -36,6 +37,7 @@ import {
   rowFileName,
   rowSalt,
   scopeDirName,
+  SCOPES_DIR,
   u32,
   u64,
   writeRowFrame,
@@ -53,7 +55,7 @@ const READ_WINDOW = 256 * 1024;
 
 export function scopeDirOf(realm: string, kind: ScopeKind, digest: string): string {
   const { fanout, leaf } = scopeDirName(kind, digest);
-  return path.join(realm, 'scopes', fanout, leaf);
+  return path.join(realm, SCOPES_DIR, fanout, leaf);
 }
 
 function newGen(): string {
@@ -93,7 +95,7 @@ export interface HomeCell {
  * damaged newer slot is CORRUPT, never the older value.
  */
 export async function readHomeCell(fs: FileSystem, dir: string): Promise<HomeCell | null> {
-  const file = path.join(dir, 'state');
+  const file = path.join(dir, HOME_STATE_FILE);
   const cell = await readCellFile(fs, file, HOME_SLOT_BYTES);
   return cell === null ? null : { value: decodeHome(cell.live.value, file), cell };
 }
@@ -109,7 +111,7 @@ export async function readHome(fs: FileSystem, dir: string): Promise<HomeValue |
  * fdatasync covers whatever an earlier writer left unsynced in the file.
  */
 async function writeHomeCell(fs: FileSystem, dir: string, value: Uint8Array, prior: CellState | null): Promise<void> {
-  await writeCellFile(fs, path.join(dir, 'state'), HOME_SLOT_BYTES, prior, value);
+  await writeCellFile(fs, path.join(dir, HOME_STATE_FILE), HOME_SLOT_BYTES, prior, value);
 }
 
 /** Reads the head a home holds (inline or from its blob, checked against its CRC). */
@@ -276,7 +278,7 @@ export class HomeBuilder {
       const fanout = path.dirname(this.dir);
       const fanoutNew = (await fs.stat(fanout)) === null;
       await fs.mkdir(this.dir);
-      if (fanoutNew) this.#dirs.add(path.join(this.realm, 'scopes'));
+      if (fanoutNew) this.#dirs.add(path.join(this.realm, SCOPES_DIR));
       this.#dirs.add(fanout);
     }
     this.#dirReady = true;
@@ -440,36 +442,24 @@ export class HomeBuilder {
     await this.#closeOpen();
     await this.#ensureDir();
     if (this.#files.length > MAX_ROW_FILES) throw corrupt(`home ${this.dir} would need more than ${MAX_ROW_FILES} row files`, { dir: this.dir, file: path.join(this.dir, 'state') });
+    // The head: none (deleted or cleared), the new one, or the old one kept.
     let headValue: { head: Uint8Array | null; headGen: string | null; headLength: number; headCrc: number };
+    const newHead = this.#deleted || this.#headCleared ? null : this.#newHead;
     if (this.#deleted || this.#headCleared) headValue = { head: new Uint8Array(0), headGen: null, headLength: 0, headCrc: crc32(new Uint8Array(0)) };
-    else if (this.#newHead !== null) {
-      const bytes = this.#newHead;
-      if (bytes.length <= INLINE_HEAD_BYTES) headValue = { head: bytes, headGen: null, headLength: bytes.length, headCrc: crc32(bytes) };
-      else {
-        const gen = newGen();
-        const h = await fs.open(path.join(this.dir, headFileName(gen)), 'create');
-        try {
-          await h.truncate(0);
-          await h.write(bytes, 0);
-          await h.datasync();
-        } finally {
-          await h.close();
-        }
-        this.#created = true;
-        headValue = { head: null, headGen: gen, headLength: bytes.length, headCrc: crc32(bytes) };
-      }
-    } else if (this.old !== null && !this.old.deleted) {
+    else if (newHead !== null) headValue = { head: newHead, headGen: null, headLength: newHead.length, headCrc: crc32(newHead) };
+    else if (this.old !== null && !this.old.deleted) {
       headValue = { head: this.old.head, headGen: this.old.headGen, headLength: this.old.headLength, headCrc: this.old.headCrc };
     } else {
       throw corrupt(`home ${this.dir}: a scope without a head`, { dir: this.dir, file: path.join(this.dir, 'state') });
     }
-    // An inline head goes to a blob when the whole value would not fit the cell (a long name, a
-    // long commit id and many row files next to a head near INLINE_HEAD_BYTES).
+    // An inline head goes to a blob file when it is a new head longer than INLINE_HEAD_BYTES, or
+    // when the whole value would not fit the cell (a long name, a long commit id and many row
+    // files next to a head near INLINE_HEAD_BYTES).
     const inline = headValue.head;
     if (inline !== null && inline.length > 0) {
       const rowFiles = this.#deleted ? 0 : this.#files.length;
       const bytes = 48 + 8 * cut.length + Buffer.byteLength(this.name) + Buffer.byteLength(this.commitId) + inline.length + 32 * rowFiles;
-      if (bytes > cellValueCapacity(HOME_SLOT_BYTES)) {
+      if ((inline === newHead && inline.length > INLINE_HEAD_BYTES) || bytes > cellValueCapacity(HOME_SLOT_BYTES)) {
         const gen = newGen();
         const h = await fs.open(path.join(this.dir, headFileName(gen)), 'create');
         try {
@@ -573,7 +563,7 @@ export class HomeBuilder {
 
 /** Removes files of the home's directory its cell no longer names (after the cell was written). */
 async function sweep(fs: FileSystem, dir: string, home: HomeValue): Promise<void> {
-  const keep = new Set<string>(['state']);
+  const keep = new Set<string>([HOME_STATE_FILE]);
   for (const r of home.rowFiles) keep.add(rowFileName(r.gen));
   if (home.headGen !== null) keep.add(headFileName(home.headGen));
   let names: string[];

@@ -20,8 +20,17 @@ import {
   encodeCheckpoint,
   encodeFormat,
   encodePublished,
+  CHECKPOINT_FILE,
+  FENCE_DIR,
+  FENCE_LOCK_FILE,
+  FORMAT_FILE,
   MAX_STRIPES,
+  PUBLISHED_FILE,
+  SCOPES_DIR,
+  STRIPE_GATE_FILE,
   STRIPE_HEADER_BYTES,
+  STRIPE_LOCK_FILE,
+  STRIPES_DIR,
   type Position,
   type RealmFormat,
 } from './format.js';
@@ -45,20 +54,20 @@ export interface RealmFileSettings {
  */
 export async function ensureRealm(dir: string, s: RealmFileSettings): Promise<RealmFormat> {
   const fs = s.fs;
-  const formatFile = path.join(dir, 'FORMAT');
+  const formatFile = path.join(dir, FORMAT_FILE);
   const existing = await peekCell(fs, formatFile);
   if (existing !== null) return checkStripes(decodeFormat(existing, formatFile), s);
   if ((await fs.stat(dir)) === null) {
     await fs.mkdir(dir);
     await fs.syncDir(path.dirname(path.resolve(dir)));
   }
-  await fs.mkdir(path.join(dir, 'fence'));
-  const lockFile = path.join(dir, 'fence', 'lock');
+  await fs.mkdir(path.join(dir, FENCE_DIR));
+  const lockFile = path.join(dir, FENCE_DIR, FENCE_LOCK_FILE);
   let lock: FileHandle;
   try {
     lock = await fs.open(lockFile, 'create-exclusive');
     await fs.syncDir(dir);
-    await fs.syncDir(path.join(dir, 'fence'));
+    await fs.syncDir(path.join(dir, FENCE_DIR));
   } catch (err) {
     if (!isExists(err)) throw err;
     lock = await fs.open(lockFile, 'write');
@@ -72,17 +81,17 @@ export async function ensureRealm(dir: string, s: RealmFileSettings): Promise<Re
     const stripes = s.stripes ?? 4;
     const format: RealmFormat = { stripes, realmId: Uint8Array.from(randomBytes(16)) };
     const start: Position = { seq: 0, offset: STRIPE_HEADER_BYTES, lsn: 1, fence: 0 };
-    await fs.mkdir(path.join(dir, 'stripes'));
-    await fs.mkdir(path.join(dir, 'scopes'));
+    await fs.mkdir(path.join(dir, STRIPES_DIR));
+    await fs.mkdir(path.join(dir, SCOPES_DIR));
     for (let k = 0; k < stripes; k++) {
       const sd = stripeDir(dir, k);
       await fs.mkdir(sd);
       const made = await createStripeFile(fs, sd, { stripe: k, seq: 0, firstLsn: 1, fence: 0, realmTag: format.realmId }, s.preallocBytes);
       await made.handle.close();
-      for (const name of ['lock', 'gate', 'published']) {
+      for (const name of [STRIPE_LOCK_FILE, STRIPE_GATE_FILE, PUBLISHED_FILE]) {
         const h = await fs.open(path.join(sd, name), 'create');
         try {
-          if (name === 'published') {
+          if (name === PUBLISHED_FILE) {
             await h.truncate(0);
             await h.write(encodePublished({ ...start, boot: s.boot }), 0);
             await h.datasync();
@@ -93,9 +102,9 @@ export async function ensureRealm(dir: string, s: RealmFileSettings): Promise<Re
       }
       await fs.syncDir(sd);
     }
-    await fs.syncDir(path.join(dir, 'stripes'));
+    await fs.syncDir(path.join(dir, STRIPES_DIR));
     await fs.syncDir(dir);
-    const checkpoint = await openCell(path.join(dir, 'checkpoint'), { fs });
+    const checkpoint = await openCell(path.join(dir, CHECKPOINT_FILE), { fs });
     try {
       await checkpoint.write(encodeCheckpoint({ round: 0, positions: Array.from({ length: stripes }, () => ({ ...start })) }));
     } finally {

@@ -27,8 +27,10 @@ import { HostStoreError } from '../errors.js';
 import type { FenceTiming } from '../timing.js';
 import type { ScopeKind } from '../types.js';
 import {
+  CHECKPOINT_FILE,
   decodeCheckpoint,
   parseScopeLeaf,
+  SCOPES_DIR,
   sameBytes,
   scopeDigest,
   type CheckpointValue,
@@ -39,7 +41,7 @@ import { HomeRows, readHome, scopeDirOf } from './home.js';
 import { ensureRealm } from './realm-create.js';
 import { checkFenceFiles } from './fence.js';
 import { StripeLocks } from './realm-locks.js';
-import { Stripe, type HostMistakes } from './stripe.js';
+import { Stripe, type HostMistakes, type LockUse } from './stripe.js';
 import { StripeGone } from './stripe-files.js';
 import { View, type ScopeEntry } from './view.js';
 import { InlineSyncPolicy } from '../../fs/inline-sync.js';
@@ -272,15 +274,26 @@ export class RealmHandle {
       // Our own write failed here and its void too: the records may be ours, and this handle
       // cannot trust a sync of that file any more. Another handle settles them.
       if (st.poisoned !== null) throw st.poisoned;
-      if (!(await st.tryLock('settle'))) return;
-      try {
-        await this.lockedCatchUp(j);
-      } finally {
-        await st.unlock();
-      }
+      await this.#tryLockedCatchUp(j, 'settle');
     } finally {
       release();
     }
+  }
+
+  /**
+   * Takes stripe `j`'s file lock (try-lock only; the caller holds the stripe's mutex), catches up
+   * under it (`lockedCatchUp`) and lets go of it. False, having done nothing, when another handle
+   * holds the lock.
+   */
+  async #tryLockedCatchUp(j: number, why: LockUse): Promise<boolean> {
+    const st = this.stripes[j]!;
+    if (!(await st.tryLock(why))) return false;
+    try {
+      await this.lockedCatchUp(j);
+    } finally {
+      await st.unlock();
+    }
+    return true;
   }
 
   /**
@@ -359,12 +372,7 @@ export class RealmHandle {
     if (st.mutex.busy) throw new BackOff();
     const release = await st.mutex.lock();
     try {
-      if (!(await st.tryLock('strays'))) throw new BackOff();
-      try {
-        await this.lockedCatchUp(j);
-      } finally {
-        await st.unlock();
-      }
+      if (!(await this.#tryLockedCatchUp(j, 'strays'))) throw new BackOff();
     } finally {
       release();
     }
@@ -407,7 +415,7 @@ export class RealmHandle {
   }
 
   async scanHomeDirs(): Promise<void> {
-    const root = path.join(this.dir, 'scopes');
+    const root = path.join(this.dir, SCOPES_DIR);
     let fanouts: string[];
     try {
       fanouts = await this.fs.readdir(root);
@@ -499,7 +507,7 @@ export class RealmHandle {
 
 /** Reads the checkpoint cell (lock-free). */
 export async function readCheckpoint(fs: FileSystem, dir: string, stripes: number): Promise<CheckpointValue> {
-  const file = path.join(dir, 'checkpoint');
+  const file = path.join(dir, CHECKPOINT_FILE);
   const value = await peekCell(fs, file);
   if (value === null) throw corrupt(`${file} is missing`, { file });
   return decodeCheckpoint(value, stripes, file);

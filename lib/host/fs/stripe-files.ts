@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import type { FileHandle, FileSystem, OpenMode } from '../../fs/types.js';
 import { corrupt } from '../../errors.js';
 import { isMissing } from '../../fs/errno.js';
-import { encodeStripeHeader, STRIPE_HEADER_BYTES, stripeFileName } from './format.js';
+import { encodeStripeHeader, STRIPE_HEADER_BYTES, stripeFileName, STRIPES_DIR } from './format.js';
 
 const ZEROS = new Uint8Array(1024 * 1024);
 const READ_HANDLES = 8;
@@ -27,7 +27,7 @@ export class StripeGone extends Error {
 }
 
 export function stripeDir(realm: string, index: number): string {
-  return path.join(realm, 'stripes', String(index));
+  return path.join(realm, STRIPES_DIR, String(index));
 }
 
 /** Creates stripe file `seq` with its header and `prealloc` bytes of zero-filled space, durably (directory too). */

@@ -33,9 +33,12 @@ import {
   frameLength,
   MAX_PAYLOAD_BYTES,
   PUBLISHED_BYTES,
+  PUBLISHED_FILE,
   sameBytes,
   sealFrame,
+  STRIPE_GATE_FILE,
   STRIPE_HEADER_BYTES,
+  STRIPE_LOCK_FILE,
   stripeFileName,
   type Position,
   type Published,
@@ -129,9 +132,9 @@ export class Stripe {
   constructor(cfg: StripeConfig, start: Position, startSalt: number) {
     this.cfg = cfg;
     this.dir = stripeDir(cfg.realm, cfg.index);
-    this.#lock = new LazyHandle(cfg.fs, path.join(this.dir, 'lock'), 'create');
-    this.#gate = new LazyHandle(cfg.fs, path.join(this.dir, 'gate'), 'create');
-    this.#published = new LazyHandle(cfg.fs, path.join(this.dir, 'published'), 'write');
+    this.#lock = new LazyHandle(cfg.fs, path.join(this.dir, STRIPE_LOCK_FILE), 'create');
+    this.#gate = new LazyHandle(cfg.fs, path.join(this.dir, STRIPE_GATE_FILE), 'create');
+    this.#published = new LazyHandle(cfg.fs, path.join(this.dir, PUBLISHED_FILE), 'write');
     this.#readers = new ReadHandles(cfg.fs, (seq) => this.fileOf(seq));
     this.#scanSource = {
       index: cfg.index,

@@ -38,6 +38,20 @@ import type { FileHandle } from '../../fs/types.js';
 import { scopeKey } from '../../host/names.js';
 import { MAX_ROW_BYTES, type ScopeKind } from '../../host/types.js';
 import {
+  CHECKPOINT_FILE as CHECKPOINT,
+  CHECKPOINT_LOCK_FILE as CHECKPOINT_LOCK,
+  FENCE_DIR as FENCE,
+  FENCE_LOCK_FILE as FENCE_LOCK,
+  FENCE_STATE_FILE as FENCE_STATE,
+  FORMAT_FILE as FORMAT,
+  HOME_STATE_FILE as HOME_STATE,
+  PUBLISHED_FILE as PUBLISHED,
+  SCOPES_DIR as SCOPES,
+  STRIPE_GATE_FILE as STRIPE_GATE,
+  STRIPE_LOCK_FILE as STRIPE_LOCK,
+  STRIPES_DIR as STRIPES,
+} from '../../host/fs/format.js';
+import {
   checkFrame,
   checkRowHeader,
   decodeBatchPayload,
@@ -81,19 +95,6 @@ import { checkCellFile } from './cell.js';
 import { checkEmpty } from './log.js';
 import { VerifyError, messageOf, type VerifyContext } from './context.js';
 
-// The realm's layout (docs/format-host.md, "The directory tree"); lib/host/fs keeps these private.
-const FORMAT = 'FORMAT';
-const CHECKPOINT = 'checkpoint';
-const CHECKPOINT_LOCK = 'checkpoint.lock';
-const FENCE = 'fence';
-const FENCE_LOCK = 'lock';
-const FENCE_STATE = 'state';
-const STRIPES = 'stripes';
-const SCOPES = 'scopes';
-const STRIPE_LOCK = 'lock';
-const STRIPE_GATE = 'gate';
-const PUBLISHED = 'published';
-const HOME_STATE = 'state';
 const WINDOW = 256 * 1024;
 const ZEROS = Buffer.alloc(WINDOW);
 

@@ -35,6 +35,7 @@ import {
 } from '../../../segments/format.js';
 import { MANIFEST_SLOT_BYTES } from '../../../segments/manifest.js';
 import { scanFrames } from '../../../segments/scan.js';
+import { indexClaimOf, type IndexClaim } from '../../../segments/segment-files.js';
 import { cellTempPath } from '../../../cells/index.js';
 import { checkCellFile } from './cell.js';
 import { VerifyError, messageOf, preview, type VerifyContext } from './context.js';
@@ -298,8 +299,20 @@ async function checkSegment(ctx: VerifyContext, spec: SegmentSpec): Promise<Omit
       const idxSize = st?.size ?? 0;
       if (idxSize > bound) {
         ctx.sawFile(idxSize);
-        ctx.warning(spec.idxPath, `${role}: index of ${idxSize} bytes is longer than its segment could need (ignored, rebuilt by a scan)`);
-        indexState = 'invalid';
+        // Not read whole (a length the segment cannot back); its header and CRC still tell whether
+        // it is a valid index, which then lists frames the segment file no longer holds.
+        const claim = sealed ? null : await indexClaim(ctx, spec, idxSize);
+        if (claim !== null) {
+          ctx.error(
+            segPath,
+            `${role}: the segment ends at ${size} bytes, but its index lists ${claim.count} records ending at ${claim.endOffset}, durable when it was written: acknowledged records are lost (CORRUPT at open)`,
+            size,
+          );
+          indexState = `${claim.count} records (past the end of the segment)`;
+        } else {
+          ctx.warning(spec.idxPath, `${role}: index of ${idxSize} bytes is longer than its segment could need (ignored, rebuilt by a scan)`);
+          indexState = 'invalid';
+        }
       } else {
         const bytes = await ctx.readBounded(spec.idxPath, bound, 'index');
         if (bytes !== null) {
@@ -323,11 +336,20 @@ async function checkSegment(ctx: VerifyContext, spec: SegmentSpec): Promise<Omit
                 }
               }
             } else {
-              // The last segment's index claims only records that were durable when it was written.
-              if (idx.count > live.count) {
+              // The last segment's index claims only records that were durable when it was written:
+              // the log's floor. A shortfall below it is damage, which the open refuses (the file
+              // cut short, or the last listed record failing) or a read meets (a record before it).
+              if (idx.endOffset > size) {
                 ctx.error(
                   segPath,
-                  `${role}: record ${base + live.count} at offset ${live.endOffset} fails its ${live.stop} check, but the index lists ${idx.count} records (durable when it was written): acknowledged records are damaged`,
+                  `${role}: the segment ends at ${size} bytes, but its index lists ${idx.count} records ending at ${idx.endOffset}, durable when it was written: acknowledged records are lost (CORRUPT at open)`,
+                  size,
+                );
+              } else if (idx.count > live.count) {
+                const when = live.count === idx.count - 1 ? 'CORRUPT at open' : 'CORRUPT when read';
+                ctx.error(
+                  segPath,
+                  `${role}: record ${base + live.count} at offset ${live.endOffset} fails its ${live.stop} check, but the index lists ${idx.count} records (durable when it was written): acknowledged records are damaged (${when})`,
                   live.endOffset,
                 );
               }
@@ -357,6 +379,16 @@ async function checkSegment(ctx: VerifyContext, spec: SegmentSpec): Promise<Omit
     return null;
   } finally {
     await handle.close().catch(() => undefined);
+  }
+}
+
+/** What an index too long to read whole claims (read as the log's open reads it); null unless valid. */
+async function indexClaim(ctx: VerifyContext, spec: SegmentSpec, size: number): Promise<IndexClaim | null> {
+  const h = await ctx.fs.open(spec.idxPath, 'read');
+  try {
+    return await indexClaimOf(h, size, spec.base, spec.id);
+  } finally {
+    await h.close().catch(() => undefined);
   }
 }
 

@@ -12,10 +12,17 @@ import * as path from 'node:path';
 import { createHash } from 'node:crypto';
 import {
   BLOB_HEADER_BYTES,
+  BLOBS,
   CHUNK_CRC_BYTES,
+  CLOCK_NAME as CLOCK,
+  CLOCK_SLOT_BYTES,
   FORMAT_BYTES,
+  FORMAT_NAME as FORMAT,
+  LOCK_NAME as LOCK,
   MAX_REFS_BODY_BYTES,
+  REFS,
   REFS_HEADER_BYTES,
+  TMP,
   checkFormat,
   chunkCount,
   chunkCrc,
@@ -25,21 +32,13 @@ import {
   isFanoutName,
   isHexName,
   DIGEST_PREFIX,
+  HELD_SUFFIX,
 } from '../../payloads/format.js';
 import { cellTempPath } from '../../../cells/index.js';
-import { HELD_SUFFIX } from '../../payloads/store.js';
 import { checkCellFile } from './cell.js';
 import { checkEmpty } from './log.js';
 import { VerifyError, messageOf, type VerifyContext } from './context.js';
 
-// The layout (docs/payloads.md "Layout"); lib/payloads/store.ts keeps these names private.
-const LOCK = 'LOCK';
-const FORMAT = 'FORMAT';
-const CLOCK = 'CLOCK';
-const CLOCK_SLOT_BYTES = 64;
-const BLOBS = 'blobs';
-const REFS = 'refs';
-const TMP = 'tmp';
 const MAX_READ = 1 << 20;
 
 export function isPayloadStoreDirectory(names: readonly string[]): boolean {
@@ -93,27 +92,49 @@ export async function checkPayloadStore(ctx: VerifyContext, dir: string, names: 
   }
 
   const payloads: { digest: string; size: number; holders: number }[] = [];
-  for (const hh of (await listDir(ctx, path.join(dir, BLOBS))).sort()) {
-    const sub = path.join(dir, BLOBS, hh);
-    if (!isFanoutName(hh)) {
-      ctx.unknown.push(sub);
-      continue;
-    }
-    for (const hex of (await listDir(ctx, sub)).sort()) {
-      const file = path.join(sub, hex);
-      if (!isHexName(hex) || fanoutOf(hex) !== hh) {
-        ctx.unknown.push(file);
-        continue;
-      }
-      const size = await checkBlob(ctx, file, hex);
-      digests.add(DIGEST_PREFIX + hex);
-      payloads.push({ digest: DIGEST_PREFIX + hex, size, holders: 0 });
-    }
+  for await (const { hex, file } of fanoutFiles(ctx, path.join(dir, BLOBS))) {
+    const size = await checkBlob(ctx, file, hex);
+    digests.add(DIGEST_PREFIX + hex);
+    payloads.push({ digest: DIGEST_PREFIX + hex, size, holders: 0 });
   }
 
   const holders = new Map<string, number>();
-  for (const hh of (await listDir(ctx, path.join(dir, REFS))).sort()) {
-    const sub = path.join(dir, REFS, hh);
+  // A refcount file's marker: made after the file, removed before it (docs/payloads.md, "The marker").
+  const onMarker = (marked: string, marker: string, beside: boolean): void => {
+    if (!beside) ctx.error(path.join(path.dirname(marker), marked), `refcount file missing beside its marker ${marker}: the payload's holders were lost (CORRUPT when read)`);
+  };
+  for await (const { hex, file } of fanoutFiles(ctx, path.join(dir, REFS), onMarker)) {
+    ctx.counts.refFiles++;
+    const bytes = await ctx.readBounded(file, REFS_HEADER_BYTES + MAX_REFS_BODY_BYTES + 4, 'refcount file');
+    if (bytes === null) continue;
+    ctx.sawFile(bytes.length);
+    try {
+      const list = decodeRefs(bytes, hex, file);
+      holders.set(DIGEST_PREFIX + hex, list.length);
+      if (!digests.has(DIGEST_PREFIX + hex)) {
+        ctx.error(file, `payload ${DIGEST_PREFIX}${hex} has ${list.length} holder(s) but no bytes`);
+      }
+    } catch (err) {
+      ctx.error(file, messageOf(err));
+    }
+  }
+  for (const p of payloads) p.holders = holders.get(p.digest) ?? 0;
+  ctx.describe({ kind: 'payloads', path: dir, storeTimeMs: clock, payloads });
+  for (const n of names) if (!claimed.has(n)) ctx.unknown.push(path.join(dir, n));
+  return claimed;
+}
+
+/**
+ * The files `<root>/<hh>/<64 hex>` (blobs or refcount files), in name order, one fan-out directory
+ * listed at a time; a misnamed entry is noted as unknown and passed over.
+ */
+async function* fanoutFiles(
+  ctx: VerifyContext,
+  root: string,
+  onMarker?: (marked: string, marker: string, beside: boolean) => void,
+): AsyncGenerator<{ hex: string; file: string }> {
+  for (const hh of (await listDir(ctx, root)).sort()) {
+    const sub = path.join(root, hh);
     if (!isFanoutName(hh)) {
       ctx.unknown.push(sub);
       continue;
@@ -121,35 +142,18 @@ export async function checkPayloadStore(ctx: VerifyContext, dir: string, names: 
     const entries = await listDir(ctx, sub);
     for (const hex of entries.sort()) {
       const file = path.join(sub, hex);
-      const marked = hex.endsWith(HELD_SUFFIX) ? hex.slice(0, -HELD_SUFFIX.length) : null;
+      const marked = onMarker !== undefined && hex.endsWith(HELD_SUFFIX) ? hex.slice(0, -HELD_SUFFIX.length) : null;
       if (marked !== null && isHexName(marked) && fanoutOf(marked) === hh) {
-        // A refcount file's marker: made after the file, removed before it (docs/payloads.md).
-        if (!entries.includes(marked)) ctx.error(path.join(sub, marked), `refcount file missing beside its marker ${file}: the payload's holders were lost (CORRUPT when read)`);
+        onMarker?.(marked, file, entries.includes(marked));
         continue;
       }
       if (!isHexName(hex) || fanoutOf(hex) !== hh) {
         ctx.unknown.push(file);
         continue;
       }
-      ctx.counts.refFiles++;
-      const bytes = await ctx.readBounded(file, REFS_HEADER_BYTES + MAX_REFS_BODY_BYTES + 4, 'refcount file');
-      if (bytes === null) continue;
-      ctx.sawFile(bytes.length);
-      try {
-        const list = decodeRefs(bytes, hex, file);
-        holders.set(DIGEST_PREFIX + hex, list.length);
-        if (!digests.has(DIGEST_PREFIX + hex)) {
-          ctx.error(file, `payload ${DIGEST_PREFIX}${hex} has ${list.length} holder(s) but no bytes`);
-        }
-      } catch (err) {
-        ctx.error(file, messageOf(err));
-      }
+      yield { hex, file };
     }
   }
-  for (const p of payloads) p.holders = holders.get(p.digest) ?? 0;
-  ctx.describe({ kind: 'payloads', path: dir, storeTimeMs: clock, payloads });
-  for (const n of names) if (!claimed.has(n)) ctx.unknown.push(path.join(dir, n));
-  return claimed;
 }
 
 async function listDir(ctx: VerifyContext, dir: string): Promise<string[]> {
