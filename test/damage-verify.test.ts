@@ -156,3 +156,18 @@ test('verify: a payload store whose refcount file was deleted is an error', asyn
     await fsp.rm(root, { recursive: true, force: true });
   }
 });
+
+test('verify: a group just created (every cell holding its "nothing yet" value) is clean', async () => {
+  const root = await fsp.mkdtemp(path.join(os.tmpdir(), 'seglog-damage-verify-'));
+  try {
+    const dir = path.join(root, 'node');
+    const node = await openRaftNode(dir, OPTS);
+    await node.openGroup('fresh');
+    await node.close();
+    const report = await verifyDataDirectory(dir);
+    assert.deepEqual(errors(report), []);
+    assert.equal(report.counts.raftGroups, 1);
+  } finally {
+    await fsp.rm(root, { recursive: true, force: true });
+  }
+});
