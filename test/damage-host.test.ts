@@ -78,6 +78,8 @@ for (const [victim, checkpoint] of [
   ['fence/lock', false],
   ['scopes', true],
   ['stripes/0/published', false],
+  ['stripes/1/lock', false],
+  ['stripes/2/gate', false],
   ['stripes/0/0000000000000000.wal', false],
 ] as const) {
   test(`fs realm: a deleted ${victim} is damage naming it`, async () => {

@@ -37,6 +37,7 @@ import {
   type HomeValue,
   type RealmFormat,
 } from './format.js';
+import { STRIPE_GATE_FILE, STRIPE_LOCK_FILE } from './format-names.js';
 import { HomeRows, readHome, scopeDirOf } from './home.js';
 import { ensureRealm } from './realm-create.js';
 import { checkFenceFiles } from './fence.js';
@@ -78,6 +79,20 @@ export class BackOff extends Error {
 /** Reads a cell's value without opening it for writing (lock-free); null when the file does not exist. */
 export { peekCell };
 
+
+/**
+ * At open: every stripe's lock and gate files, made with the realm and never removed, are there
+ * (the note is read at open already). CORRUPT naming the one lost: made again, a second writer
+ * could lock a new file while the first holds the lost one.
+ */
+async function checkStripeFiles(fs: FileSystem, dirs: readonly string[]): Promise<void> {
+  for (const d of dirs) {
+    for (const name of [STRIPE_LOCK_FILE, STRIPE_GATE_FILE]) {
+      const file = path.join(d, name);
+      if ((await fs.stat(file)) === null) throw corrupt(`${file} is missing (it is made with the realm)`, { file });
+    }
+  }
+}
 
 /** A stripe file that the current checkpoint (or the records after it) names, missing: damage. */
 function missingStripeFile(err: StripeGone, round: number): Error {
@@ -164,6 +179,7 @@ export class RealmHandle {
       await handle.catchUpAll();
       await handle.scanHomeDirs();
       await checkFenceFiles(handle);
+      await checkStripeFiles(s.fs, stripes.map((st) => st.dir));
     } catch (err) {
       await handle.closeFiles();
       throw err;
