@@ -31,6 +31,8 @@ import { payload } from '../rawfs.js';
 export type ChildTask = { repeat: number } & (
   | { task: 'host-open'; impl: ImplName; dir: string }
   | { task: 'raft-open'; impl: ImplName; dir: string; group: string }
+  /** The floor of seglog's raft-open: the segmented log of that group opened on its own. */
+  | { task: 'segments-open'; dir: string }
   | { task: 'payload-rss'; dir: string; bytes: number; chunkBytes: number }
   | { task: 'snapshot-rss'; dir: string; bytes: number }
 );
@@ -182,6 +184,7 @@ async function snapshotRss(t: Extract<ChildTask, { task: 'snapshot-rss' }>): Pro
 
 async function run(t: ChildTask): Promise<HostOpenResult | RaftOpenResult | PayloadRssResult | SnapshotRssResult> {
   if (t.task === 'snapshot-rss') return snapshotRss(t);
+  if (t.task === 'segments-open') return segmentsOpen(t.dir);
   // Load only what this run measures: seglog's one store, or the peers.
   const impl = t.task === 'payload-rss' ? 'seglog' : t.impl;
   const notLoaded = { ok: false, missing: 'not loaded in this process' } as const;
@@ -266,6 +269,22 @@ async function run(t: ChildTask): Promise<HostOpenResult | RaftOpenResult | Payl
   await store.close();
   if (read !== t.bytes || info.size !== t.bytes) throw new Error(`payload came back with ${read} of ${t.bytes} bytes`);
   return { putMs: t1 - t0, getMs: t3 - t2, bytes: t.bytes, baseRssBytes, peakPutRssBytes, peakGetRssBytes };
+}
+
+/** Opens the segmented log in `dir`, reads its first and last record, closes it. */
+async function segmentsOpen(dir: string): Promise<RaftOpenResult> {
+  const { openSegmentedLog } = await import('../../segments/index.js');
+  const rssBeforeBytes = process.memoryUsage.rss();
+  const t0 = performance.now();
+  const log = await openSegmentedLog(dir);
+  const head = await log.read(log.firstIndex, 1);
+  const tail = await log.read(log.endIndex - 1, 1);
+  const t1 = performance.now();
+  if (head.length !== 1 || tail.length !== 1) throw new Error(`the segmented log lost its first or last record`);
+  const rssAfterBytes = process.memoryUsage.rss();
+  const entries = log.endIndex - log.firstIndex;
+  await log.close();
+  return { openMs: t1 - t0, entries, rssBeforeBytes, rssAfterBytes };
 }
 
 async function runRepeated(t: ChildTask): Promise<unknown[]> {

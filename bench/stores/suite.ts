@@ -17,6 +17,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { CommitBatch } from '../../lib/host/batch.js';
 import type { HostStore, ScopeRef } from '../../lib/host/types.js';
+import { groupDirectory } from '../../lib/raft/node.js';
 import type { Progress } from '../harness/progress.js';
 import { bytesToMiB, checkTarget, measurement, ratioToBaseline, ratioToBest, type Measurement, type SectionResult, type TargetCheck } from '../harness/report.js';
 import { plannedMs, roundOrder, runSection, type SectionPlan, type Variant } from '../harness/runner.js';
@@ -393,6 +394,9 @@ export async function buildLog(node: RaftNodeHandle, group: string, bytes: numbe
   return (nowNs() - t0) / 1e6;
 }
 
+/** The row name of the floor of the Raft cold open: seglog's group log opened as a bare segmented log. */
+const SEGMENTS_FLOOR = 'segments';
+
 export async function raftOpenSection(cfg: StoresConfig, impls: Available<RaftNodeHandle>, progress?: Progress): Promise<SectionResult> {
   const dirs = new Map<string, string>();
   const measurements: Measurement[] = [];
@@ -420,10 +424,15 @@ export async function raftOpenSection(cfg: StoresConfig, impls: Available<RaftNo
         }),
       );
     }
+    // The floor: seglog's group log opened as a bare segmented log, in runs interleaved with the others.
+    const floor = dirs.has('seglog') ? [SEGMENTS_FLOOR] : [];
     const results = await childRunsOf<RaftOpenResult>(
       cfg,
-      impls.available.map((i) => i.name),
-      (name, repeat) => ({ task: 'raft-open', impl: name as ImplName, dir: dirs.get(name) as string, group, repeat }),
+      [...impls.available.map((i) => i.name), ...floor],
+      (name, repeat) =>
+        name === SEGMENTS_FLOOR
+          ? { task: 'segments-open', dir: path.join(groupDirectory(dirs.get('seglog') as string, group), 'log'), repeat }
+          : { task: 'raft-open', impl: name as ImplName, dir: dirs.get(name) as string, group, repeat },
       (name, r) => {
         progress?.label(`Raft log: cold open (${name}, run ${r + 1}/${cfg.childRuns})`);
         progress?.advance(500);
@@ -433,11 +442,13 @@ export async function raftOpenSection(cfg: StoresConfig, impls: Available<RaftNo
       const bad = runs.find((x) => x.entries !== entries);
       if (bad !== undefined) throw new Error(`${name}: the reopened log holds ${bad.entries} of ${entries} entries`);
     }
-    for (const impl of impls.available) {
+    const rows = [...impls.available.map((i) => ({ name: i.name as string, label: i.label })), ...floor.map((name) => ({ name, label: 'seglog segmented log alone (the floor)' }))];
+    for (const impl of rows) {
       const runs = results.get(impl.name) ?? [];
       const params = { bytes: cfg.logBytes, implementation: impl.name };
+      const what = impl.name === SEGMENTS_FLOOR ? 'open the group\'s segmented log, first and last record' : 'open node and group, log state, first and last entry';
       measurements.push(
-        measurement({ id: `open-log/${impl.name}`, label: `${impl.label}: open node and group, log state, first and last entry`, unit: 'ms', runs: runs.map((x) => x.openMs), params }),
+        measurement({ id: `open-log/${impl.name}`, label: `${impl.label}: ${what}`, unit: 'ms', runs: runs.map((x) => x.openMs), params }),
         measurement({
           id: `rss-open-log/${impl.name}`,
           label: `${impl.label}: resident memory growth of that open`,

@@ -18,6 +18,9 @@
 //   payload store's GC asks it) from before the presence check until the truncation or purge that
 //   removes the record is durable.
 // - `purge` makes the purged id durable (its cell) before any entry is deleted.
+// - The group's payload reference checkpoint (reference-checkpoint.ts) hears of every append and
+//   writes off the append path; a `truncate` cutting records it claims issues only once it is
+//   lowered to the cut (durable); `close` leaves the checkpoint of the whole live log.
 // - A failed write or sync of any part poisons the group's log store (POISONED) until the node
 //   is reopened: the failing call, its callback and every queued call report the error.
 // - Reads are bounded: `limitedGetLogEntries` by entries and bytes; `tryGetLogEntries` reads in
@@ -32,6 +35,7 @@ import { deferred, type Deferred } from '../deferred.js';
 import type { RaftMistakes } from './mistakes.js';
 import type { GroupNames, PayloadNameIndex } from './payload-names.js';
 import type { RecordPool } from './record-pool.js';
+import type { ReferenceCheckpointer } from './reference-checkpoint.js';
 import { DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_READ_ENTRIES, callBack, cloneLogId, cloneOptionalLogId, cloneVote, validateEntry, validateLogId, validateOptionalLogId, validateRange, validateVote } from './types.js';
 import type { Entry, LogId, LogState, RaftLogReader, RaftLogStorage, Vote } from './types.js';
 
@@ -63,6 +67,8 @@ export interface FsLogParts {
   /** Recycled buffers for large records (shared by the node's groups). */
   pool: RecordPool;
   mistakes?: RaftMistakes;
+  /** The group's reference checkpoint writer (docs/raft-store.md, "The reference checkpoint"). */
+  references: ReferenceCheckpointer;
 }
 
 function asError(err: unknown): Error {
@@ -93,6 +99,7 @@ export class FsRaftLogStorage implements RaftLogStorage {
   /** Buffers of large records, recycled once durable and no read is in flight. */
   readonly #pool: RecordPool;
   readonly #mistakes: RaftMistakes;
+  readonly #refs: ReferenceCheckpointer;
 
   #vote: Vote | null;
   #committed: LogId | null;
@@ -131,6 +138,9 @@ export class FsRaftLogStorage implements RaftLogStorage {
     this.#maxRecordBytes = parts.maxRecordBytes;
     this.#mistakes = parts.mistakes ?? {};
     this.#pool = parts.pool;
+    this.#refs = parts.references;
+    const readLogId = async (index: number): Promise<LogId> => decodeEntryLogId((await this.#read(index, 1))[0] as Uint8Array);
+    this.#refs.attach({ log: this.#log, names: this.#names, low: () => this.#low(), readLogId }, (err) => this.#setPoison(err));
   }
 
   // -------------------------------------------------------------------------------------------
@@ -329,11 +339,12 @@ export class FsRaftLogStorage implements RaftLogStorage {
     for (let i = 0; i < named.length; i++) {
       const digests = named[i];
       if (digests !== null && digests !== undefined) {
-        this.#names.push(expected + i, digests);
+        this.#names.push(ids[i] as LogId, digests);
         this.#index.add(digests);
       }
     }
     this.#lastId = ids[ids.length - 1] as LogId;
+    this.#refs.appended(records.reduce((n, r) => n + r.length, 0), log.endIndex, this.#lastId, staged.durable);
     const early = this.#mistakes.flushBeforeSync === true; // mistakes.flushBeforeSync
     if (early) callBack(onFlushed, null);
     staged.durable.then(
@@ -371,11 +382,23 @@ export class FsRaftLogStorage implements RaftLogStorage {
       const log = this.#log;
       if (index >= log.endIndex) return d.resolve();
       const at = Math.max(index, log.firstIndex);
-      const removed = this.#names.takeFrom(at);
-      this.#version++;
-      this.#lastId = undefined;
-      this.#removeNamesWhenDurable(log.truncateAfter(at), removed, d);
-      return undefined;
+      const cut = (): void => {
+        const removed = this.#names.takeFrom(at);
+        this.#version++;
+        this.#lastId = undefined;
+        this.#removeNamesWhenDurable(log.truncateAfter(at), removed, d);
+      };
+      // A reference checkpoint claiming records at or after the cut is lowered durably first (a
+      // barrier only then): a crash never leaves it claiming records the truncation replaced.
+      const lowering = this.#refs.beforeTruncate(at);
+      if (lowering === null) return cut();
+      return lowering.then(
+        () => (this.#poison !== null ? d.reject(this.#poisoned()) : cut()),
+        (err: unknown) => {
+          this.#setPoison(err);
+          d.reject(err);
+        },
+      );
     });
     return d.promise;
   }
@@ -613,6 +636,14 @@ export class FsRaftLogStorage implements RaftLogStorage {
   // -------------------------------------------------------------------------------------------
   // Lifecycle
 
+  /** The id of the last live record (null: none), with nothing in flight (close). */
+  async #lastLive(): Promise<LogId | null> {
+    const lo = this.#low();
+    const end = this.#log.endIndex;
+    if (end <= lo) return null;
+    return decodeEntryLogId((await this.#read(end - 1, 1))[0] as Uint8Array);
+  }
+
   /** True once a write failed; every later write rejects with POISONED. */
   get isPoisoned(): boolean {
     return this.#poison !== null;
@@ -628,6 +659,13 @@ export class FsRaftLogStorage implements RaftLogStorage {
         if (this.#draining || this.#ops.length > 0) await new Promise<void>((r) => this.#idle.push(r));
         await this.#earlierDurable();
         let failure: unknown = null;
+        await this.#refs.settled();
+        if (this.#poison === null) {
+          // Every write durable: the reference checkpoint of the whole live log (if it changed).
+          await this.#refs.close(await this.#lastLive()).catch((err: unknown) => {
+            failure ??= err;
+          });
+        }
         await this.#log.close().catch((err: unknown) => {
           failure ??= err;
         });

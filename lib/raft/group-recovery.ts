@@ -4,13 +4,14 @@
 // Owns: `recoverGroup` and its five steps — `readVoteAndCommitted` (1), `readLogState` (2, which
 // finishes a purge whose purged id was durable before its entries were dropped),
 // `loadStateMachine` (3), `reconcile` (4) and `verifyPayloadReferences` (5) — the `RaftGroup` and
-// `GroupRecovery` shapes, and `liveRecordChunks`, the reader of a group's live log records that
-// step 5 and the offline reference scan (payload-references.ts) share. Guarantees:
+// `GroupRecovery` shapes; step 5 reads the group's payload references from group-references.ts
+// (its reference checkpoint, and the log past it). Guarantees:
 // - each step runs only after the one before it succeeded, and sees its result;
 // - after step 4 the state machine has applied exactly the committed entries the log still
 //   holds (entries after the committed pointer are not applied); when the ones it needs were
 //   purged, `behindLog` says a snapshot install must catch it up;
-// - step 5 fails the open with CORRUPT naming the group, the log id and the digest when a live
+// - step 5 reads only the records past a believed reference checkpoint (all of them otherwise),
+//   and fails the open with CORRUPT naming the group, the log id and the digest when a live
 //   record names a payload the payload store does not hold, and counts every naming record in
 //   the node's index of named digests;
 // - a failed open closes whatever it opened and takes its names out of the index again.
@@ -20,7 +21,7 @@ import { openCell, type Cell } from '../../cells/index.js';
 import { openSegmentedLog, type SegmentedLog } from '../../segments/index.js';
 import { corrupt } from '../errors.js';
 import type { FsPayloadStore } from '../payloads/index.js';
-import { decodeEntry, decodeEntryLogId, decodeEntryNames, decodeOptionalLogId, decodeVote } from './codec.js';
+import { decodeEntry, decodeEntryLogId, decodeOptionalLogId, decodeVote } from './codec.js';
 import { COMMITTED_CELL, JOURNAL_DIR, LOG_DIR, PURGED_CELL, SM_DIR, VOTE_CELL } from './fs-layout.js';
 import { GROUP_DEFINING_FILES, NO_VOTE } from './group-create.js';
 import { ownEntry } from '../fs/own-entry.js';
@@ -29,10 +30,14 @@ import { FsRaftLogStorage } from './fs-log.js';
 import { FsStateMachine, openFsStateMachine } from './fs-state-machine.js';
 import type { KvPlugin } from './kv.js';
 import type { NodeSettings } from './node-options.js';
+import { namingRecordsOf, planGroupReferences, replaceStaleCheckpoint, type CheckpointUse, type ReferencePlan } from './group-references.js';
 import { GroupNames, type PayloadNameIndex } from './payload-names.js';
+import { ReferenceCheckpointer } from './reference-checkpoint.js';
 import type { StateMachinePlugin } from './plugin.js';
 import type { RecordPool } from './record-pool.js';
 import { cloneOptionalLogId, compareLogId, logIdEquals, nextIndex, type LogId, type Vote } from './types.js';
+
+export { liveRecordChunks } from './group-references.js';
 
 const RECOVERY_CHUNK_ENTRIES = 512;
 const RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024;
@@ -67,6 +72,14 @@ export interface GroupRecovery {
   /** Live log records that name payloads, and the distinct digests checked present. */
   namingRecords: number;
   payloadsChecked: number;
+  /**
+   * Where step 5 found the naming records: `used` — the group's reference checkpoint, and a scan
+   * of the records past it; `absent`, `damaged`, `stale` — a scan of the whole live log (the
+   * checkpoint was missing, failed its checks, or did not match the log; the last two replaced).
+   */
+  referenceCheckpoint: CheckpointUse;
+  /** Log records step 5 read (the rest came from the checkpoint). */
+  recordsScanned: number;
 }
 
 /** A group opened and recovered. */
@@ -103,7 +116,7 @@ export async function recoverGroup<P extends StateMachinePlugin<unknown>>(node: 
     const log = logState.log;
     const { sm, snapshotLastLogId } = await loadStateMachine(s, id, groupDir, opened);
     const { applied, replayed, behindLog } = await reconcile(id, log, sm, committed, logState.lo);
-    const checked = await verifyPayloadReferences(node, id, log, logState.lo, opened.names);
+    const checked = await verifyPayloadReferences(node, id, groupDir, log, logState.lo, logState.lastLogId, opened.names);
 
     const payloads = node.payloads;
     const logStore = new FsRaftLogStorage({
@@ -123,6 +136,7 @@ export async function recoverGroup<P extends StateMachinePlugin<unknown>>(node: 
       maxRecordBytes: s.maxEntryBytes,
       pool: node.pool,
       mistakes: s.mistakes,
+      references: new ReferenceCheckpointer(s.fs, groupDir, s.segmentBytes, checked.plan.durable, s.mistakes?.truncateKeepsCheckpoint === true),
     });
     const recovery: GroupRecovery = {
       group: id,
@@ -137,6 +151,8 @@ export async function recoverGroup<P extends StateMachinePlugin<unknown>>(node: 
       behindLog,
       namingRecords: checked.namingRecords,
       payloadsChecked: checked.payloadsChecked,
+      referenceCheckpoint: checked.plan.checkpoint,
+      recordsScanned: checked.plan.scanned,
     };
     return { group: { id, log: logStore, stateMachine: sm }, recovery };
   } catch (err) {
@@ -314,57 +330,46 @@ async function reconcile<P extends StateMachinePlugin<unknown>>(
 }
 
 /**
- * The live records of `log` from index `from` to its end, in chunks (one chunk in memory at a
- * time): the reader of step 5 and of the offline reference scan.
- */
-export async function* liveRecordChunks(log: SegmentedLog, from: number): AsyncGenerator<Uint8Array[]> {
-  for (let at = from; at < log.endIndex; ) {
-    const recs = await log.read(at, RECOVERY_CHUNK_ENTRIES, RECOVERY_CHUNK_BYTES);
-    if (recs.length === 0) break;
-    yield recs;
-    at += recs.length;
-  }
-}
-
-/**
- * Step 5: every live record that names a payload: the payload must be present. Each naming
- * record is counted in the group's names and the node's index.
+ * Step 5: every live record that names a payload: the payload must be present. The records come
+ * from the group's reference checkpoint where it is believed, and from a scan of the rest of the
+ * log (group-references.ts); a damaged or stale checkpoint is replaced. Each naming record is
+ * counted in the group's names and the node's index.
  */
 async function verifyPayloadReferences<P extends StateMachinePlugin<unknown>>(
   node: NodeParts<P>,
   id: string,
+  groupDir: string,
   log: SegmentedLog,
   lo: number,
+  last: LogId | null,
   names: GroupNames,
-): Promise<{ namingRecords: number; payloadsChecked: number }> {
+): Promise<{ namingRecords: number; payloadsChecked: number; plan: ReferencePlan }> {
   const present = new Map<string, boolean>();
   let namingRecords = 0;
-  for await (const recs of liveRecordChunks(log, lo)) {
-    for (const rec of recs) {
-      const { logId, digests } = decodeEntryNames(rec);
-      if (digests.length === 0) continue;
-      for (const digest of digests) {
-        let ok = present.get(digest);
-        if (ok === undefined) {
-          ok = (await node.payloads.stat(digest)) !== null;
-          present.set(digest, ok);
-        }
-        if (!ok) {
-          throw corrupt(`raft group ${JSON.stringify(id)}: log entry ${fmt(logId)} names payload ${digest}, which the payload store does not hold`, {
-            group: id,
-            logId: fmt(logId),
-            index: logId.index,
-            term: logId.leaderId.term,
-            digest,
-          });
-        }
+  const plan = await planGroupReferences(node.settings.fs, groupDir, log, lo);
+  for await (const { logId, digests } of namingRecordsOf(plan, log)) {
+    for (const digest of digests) {
+      let ok = present.get(digest);
+      if (ok === undefined) {
+        ok = (await node.payloads.stat(digest)) !== null;
+        present.set(digest, ok);
       }
-      names.push(logId.index, digests);
-      node.index.add(digests);
-      namingRecords++;
+      if (!ok) {
+        throw corrupt(`raft group ${JSON.stringify(id)}: log entry ${fmt(logId)} names payload ${digest}, which the payload store does not hold`, {
+          group: id,
+          logId: fmt(logId),
+          index: logId.index,
+          term: logId.leaderId.term,
+          digest,
+        });
+      }
     }
+    names.push(logId, digests);
+    node.index.add(digests);
+    namingRecords++;
   }
-  return { namingRecords, payloadsChecked: present.size };
+  plan.durable = await replaceStaleCheckpoint(node.settings.fs, groupDir, plan, lo, log.endIndex, last, names);
+  return { namingRecords, payloadsChecked: present.size, plan };
 }
 
 export function fmt(l: LogId): string {

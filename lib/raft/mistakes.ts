@@ -18,4 +18,6 @@ export interface RaftMistakes {
   committedBeforeLog?: boolean;
   /** Drop the purged entries before the purged id is durable. */
   dropBeforePurgedId?: boolean;
+  /** Truncate without first lowering the reference checkpoint's coverage to the cut. */
+  truncateKeepsCheckpoint?: boolean;
 }

@@ -12,6 +12,8 @@
 // a payload, per live log (a Raft log is compacted after snapshots, so this stays bounded by what
 // the logs hold between two snapshots).
 
+import type { LogId } from './types.js';
+
 /** Node-wide: digest → number of live (durable or staged) log records, of every group, naming it. */
 export class PayloadNameIndex {
   readonly #counts = new Map<string, number>();
@@ -48,6 +50,8 @@ export class PayloadNameIndex {
 
 interface NamingRecord {
   index: number;
+  term: number;
+  nodeId: number;
   digests: readonly string[];
 }
 
@@ -57,8 +61,26 @@ export class GroupNames {
   #head = 0;
 
   /** Adds a record (its index above every index held). */
-  push(index: number, digests: readonly string[]): void {
-    this.#records.push({ index, digests });
+  push(logId: LogId, digests: readonly string[]): void {
+    this.#records.push({ index: logId.index, term: logId.leaderId.term, nodeId: logId.leaderId.nodeId, digests });
+  }
+
+  /** The records with an index in [from, upTo), in index order (the reference checkpoint's capture). */
+  between(from: number, upTo: number): { logId: LogId; digests: readonly string[] }[] {
+    let lo = this.#head;
+    let hi = this.#records.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((this.#records[mid] as NamingRecord).index < from) lo = mid + 1;
+      else hi = mid;
+    }
+    const out: { logId: LogId; digests: readonly string[] }[] = [];
+    for (let i = lo; i < this.#records.length; i++) {
+      const r = this.#records[i] as NamingRecord;
+      if (r.index >= upTo) break;
+      out.push({ logId: { leaderId: { term: r.term, nodeId: r.nodeId }, index: r.index }, digests: r.digests });
+    }
+    return out;
   }
 
   /** Removes the records at or above `index`; answers their digest lists. */

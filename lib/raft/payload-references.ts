@@ -2,21 +2,26 @@
 // payload store's collector must know.
 //
 // Owns: `listPayloadReferences`, `rebuildPayloadReferences` and `PayloadReference`. The records
-// are read by `liveRecordChunks` (group-recovery.ts), the reader recovery's payload check uses,
-// from just after each group's purged id. Guarantees: streams (one chunk of records in memory at
-// a time); each group's log is opened, and so locked, only for its scan.
+// come from the source recovery's step 5 uses (group-references.ts): each group's reference
+// checkpoint where it is believed, and a scan of the log past it (of all of it otherwise), from
+// just after each group's purged id. Guarantees: streams (one chunk of records in memory at a
+// time, plus the checkpoint's records); each group's log is opened, and so locked, only for its
+// read; nothing is written (a damaged checkpoint is scanned around, not replaced); with
+// `crossCheck`, the checkpoint's claims are compared with a scan of the records it covers and a
+// disagreement is CORRUPT.
 
 import * as path from 'node:path';
 import { peekCell } from '../../cells/index.js';
-import { openSegmentedLog } from '../../segments/index.js';
-import { fromIo } from '../errors.js';
+import { openSegmentedLog, type SegmentedLog } from '../../segments/index.js';
+import { corrupt, fromIo } from '../errors.js';
 import { realFs } from '../fs/real.js';
 import type { FileSystem } from '../fs/types.js';
-import { decodeEntryNames, decodeOptionalLogId } from './codec.js';
+import { decodeOptionalLogId } from './codec.js';
 import { GROUPS_DIR, LOG_DIR, PURGED_CELL, isGroupDirName, readGroupFile } from './fs-layout.js';
-import { liveRecordChunks } from './group-recovery.js';
+import { namingRecordsOf, planGroupReferences, scanNamingRecords, type ReferencePlan } from './group-references.js';
+import type { NamingRecord } from './reference-checkpoint.js';
 import { RAFT_DEFAULT_MAX_ENTRY_BYTES } from './node-options.js';
-import { nextIndex, type LogId } from './types.js';
+import { logIdEquals, nextIndex, type LogId } from './types.js';
 
 /** One live log record naming a payload. */
 export interface PayloadReference {
@@ -29,9 +34,13 @@ export interface PayloadReference {
  * Every payload reference held by the logs of the node in `dir` (which must not be open: each
  * group's log is opened, and locked, for the scan): for each live record — after the purged id —
  * that names payloads, one reference per digest, group by group in index order. Streams: holds
- * one chunk of records at a time.
+ * one chunk of records at a time (and a group's checkpoint). `crossCheck`: each believed
+ * checkpoint is compared with a scan of the records it covers (CORRUPT when they differ).
  */
-export async function* listPayloadReferences(dir: string, options: { fs?: FileSystem; maxEntryBytes?: number } = {}): AsyncGenerator<PayloadReference> {
+export async function* listPayloadReferences(
+  dir: string,
+  options: { fs?: FileSystem; maxEntryBytes?: number; crossCheck?: boolean } = {},
+): AsyncGenerator<PayloadReference> {
   const fs = options.fs ?? realFs;
   const groupsDir = path.join(dir, GROUPS_DIR);
   let names: string[];
@@ -50,11 +59,11 @@ export async function* listPayloadReferences(dir: string, options: { fs?: FileSy
     const purged: LogId | null = bytes === null ? null : decodeOptionalLogId(bytes);
     const log = await openSegmentedLog(path.join(groupDir, LOG_DIR), { fs, maxRecordBytes: options.maxEntryBytes ?? RAFT_DEFAULT_MAX_ENTRY_BYTES });
     try {
-      for await (const recs of liveRecordChunks(log, Math.max(log.firstIndex, nextIndex(purged)))) {
-        for (const rec of recs) {
-          const { logId, digests } = decodeEntryNames(rec);
-          for (const digest of digests) yield { group, logId, digest };
-        }
+      const lo = Math.max(log.firstIndex, nextIndex(purged));
+      const plan = await planGroupReferences(fs, groupDir, log, lo);
+      if (options.crossCheck === true) await crossCheck(group, plan, log, lo);
+      for await (const { logId, digests } of namingRecordsOf(plan, log)) {
+        for (const digest of digests) yield { group, logId, digest };
       }
     } finally {
       await log.close();
@@ -74,4 +83,31 @@ export async function rebuildPayloadReferences(dir: string, options: { fs?: File
     list.push({ group: ref.group, logId: ref.logId });
   }
   return out;
+}
+
+/** CORRUPT unless the checkpoint's claims are exactly what a scan of the records it covers finds. */
+async function crossCheck(group: string, plan: ReferencePlan, log: SegmentedLog, lo: number): Promise<void> {
+  if (plan.checkpoint !== 'used') return;
+  const scanned: NamingRecord[] = [];
+  for await (const r of scanNamingRecords(log, lo)) {
+    if (r.logId.index >= plan.scanFrom) break;
+    scanned.push(r);
+  }
+  const differ = checkpointDisagreement(plan.claimed, scanned);
+  if (differ !== null) throw corrupt(`raft group ${JSON.stringify(group)}: the reference checkpoint disagrees with the log: ${differ}`, { group });
+}
+
+/** Where two lists of naming records (in index order) first differ, or null. */
+export function checkpointDisagreement(claimed: readonly NamingRecord[], scanned: readonly NamingRecord[]): string | null {
+  for (let i = 0; i < Math.max(claimed.length, scanned.length); i++) {
+    const c = claimed[i];
+    const s = scanned[i];
+    if (c === undefined) return `it misses record ${(s as NamingRecord).logId.index}, which names ${(s as NamingRecord).digests.join(', ')}`;
+    if (s === undefined || c.logId.index < s.logId.index) return `it claims record ${c.logId.index} names ${c.digests.join(', ')}, which the log does not hold`;
+    if (s.logId.index < c.logId.index) return `it misses record ${s.logId.index}, which names ${s.digests.join(', ')}`;
+    if (!logIdEquals(c.logId, s.logId) || c.digests.length !== s.digests.length || c.digests.some((d, k) => d !== s.digests[k])) {
+      return `record ${c.logId.index}: it claims ${c.digests.join(', ')}, the log holds ${s.digests.join(', ')}`;
+    }
+  }
+  return null;
 }

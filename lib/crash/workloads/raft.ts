@@ -588,6 +588,7 @@ const PLANTS: Record<string, RaftMistakes> = {
   'vote-not-barrier': { voteNotBarrier: true },
   'committed-before-log': { committedBeforeLog: true },
   'drop-before-purged-id': { dropBeforePurgedId: true },
+  'truncate-keeps-checkpoint': { truncateKeepsCheckpoint: true },
 };
 
 /** The workload that exercises each plant. */
@@ -596,13 +597,17 @@ export const PLANT_WORKLOAD: Readonly<Record<string, string>> = {
   'vote-not-barrier': 'saveVote+saveCommitted',
   'committed-before-log': 'saveVote+saveCommitted',
   'drop-before-purged-id': 'purge',
+  'truncate-keeps-checkpoint': 'references',
 };
 
 async function runAll(context: WorkloadContext): Promise<WorkloadRun> {
   const mistakes = context.plant === null ? undefined : PLANTS[context.plant];
   if (context.plant !== null && mistakes === undefined) throw new RangeError(`raft workload: no plant '${context.plant}'`);
+  // The reference checkpoint's workload imports this module: loaded when run, not at load.
+  const { referencesWorkload } = await import('./raft-references.js');
+  const all = [...raftCrashWorkloads, referencesWorkload];
   // With a plant, only the workload that exercises it runs (so that the state budget reaches it).
-  const chosen = context.plant === null ? raftCrashWorkloads : raftCrashWorkloads.filter((w) => w.name === PLANT_WORKLOAD[context.plant as string]);
+  const chosen = context.plant === null ? all : all.filter((w) => w.name === PLANT_WORKLOAD[context.plant as string]);
   const envs = chosen.map((w) => ({ w, env: { dir: `/data/raft-${w.name.replace(/[^a-z0-9]+/gi, '-')}`, tag: `${w.name}:` } as RaftCrashEnv }));
   for (const { w, env } of envs) {
     await w.setup(context.fs, env);
@@ -630,12 +635,14 @@ async function runAll(context: WorkloadContext): Promise<WorkloadRun> {
 /** The `raft` crash workload of the registry (lib/crash/workloads/index.ts). */
 export const workload: CrashWorkload = {
   name: 'raft',
-  description: 'raft store: appends (batched, large, naming a payload, in flight together), truncate, purge, saveVote + saveCommitted behind appends in flight, installSnapshot + apply + build',
+  description:
+    'raft store: appends (batched, large, naming a payload, in flight together), truncate, purge, saveVote + saveCommitted behind appends in flight, installSnapshot + apply + build, the payload reference checkpoint across truncations and a purge',
   plants: {
     'flush-before-sync': 'append calls onFlushed when its entries are staged, before the sync that covers them',
     'vote-not-barrier': 'saveVote writes the vote cell without waiting for earlier appends to be durable',
     'committed-before-log': 'saveCommitted writes the committed cell without waiting for earlier appends to be durable',
     'drop-before-purged-id': 'purge drops entries before the purged id is durable',
+    'truncate-keeps-checkpoint': 'truncate cuts records the reference checkpoint claims without lowering its coverage first',
   },
   run: runAll,
 };

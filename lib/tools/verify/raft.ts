@@ -10,7 +10,8 @@
 // every live log record must decode as an entry (lib/raft/codec.ts) whose index is the record's,
 // with terms that never go down; the vote, committed and purged cells must decode; and every
 // payload an entry names must be in a payload store of the node (a store found beside the group
-// or above it); the GROUP file is read with the store's own reader (read-only calls only).
+// or above it); the GROUP file is read with the store's own reader (read-only calls only); the
+// payload reference checkpoint is checked against the records (raft-references.ts).
 // The journal (`sm/journal/`) is checked as a log by the walk, snapshot files by their format.
 // EXTENSION POINT: written while the file-system Raft store was landing; its owner adds what the
 // layout gains (e.g. journal record decoding) here.
@@ -25,6 +26,8 @@ import { decodeManifest } from '../../../segments/format.js';
 import { MANIFEST_SLOT_BYTES } from '../../../segments/manifest.js';
 import { checkCellFile } from './cell.js';
 import { checkSegmentedLog } from './log.js';
+import { ReferenceCheckpointCheck } from './raft-references.js';
+import { REFS_FILE, REFS_TEMP } from '../../raft/reference-checkpoint.js';
 import { VerifyError, messageOf, type VerifyContext } from './context.js';
 
 const SNAPSHOT_MAGIC = [0x53, 0x47, 0x4c, 0x53, 0x4e, 0x41, 0x50, 0x01];
@@ -123,7 +126,7 @@ async function checkSnapshotPresence(ctx: VerifyContext, dir: string, purged: un
 
 /** Checks a Raft group directory; answers the entry names it accounted for (the rest is walked). */
 export async function checkRaftGroup(ctx: VerifyContext, dir: string, names: readonly string[]): Promise<Set<string>> {
-  const claimed = new Set<string>(['GROUP', 'log', 'vote.cell', 'committed.cell', 'purged.cell']);
+  const claimed = new Set<string>(['GROUP', 'log', 'vote.cell', 'committed.cell', 'purged.cell', REFS_FILE, REFS_TEMP]);
   ctx.counts.raftGroups++;
   let id: string | null = null;
   if (!names.includes('GROUP')) {
@@ -162,9 +165,12 @@ export async function checkRaftGroup(ctx: VerifyContext, dir: string, names: rea
   const digests = new Set<string>();
   let lastTerm = -1;
   let entries = 0;
+  const refs = new ReferenceCheckpointCheck(ctx, dir);
+  await refs.start();
   const log = await checkSegmentedLog(ctx, logDir, await ctx.fs.readdir(logDir), {
     role: 'raft log',
     onRecord: (index, record) => {
+      refs.onRecord(index, record);
       const entry = decodeEntry(record);
       entries++;
       if (entry.logId.index !== index) throw new Error(`entry says index ${entry.logId.index}`);
@@ -173,6 +179,10 @@ export async function checkRaftGroup(ctx: VerifyContext, dir: string, names: rea
       if (entry.payload.type === 'normal') for (const d of entry.payload.payloads ?? []) digests.add(d);
     },
   });
+  if (log !== null) {
+    const p = purged as { index: number } | null | undefined;
+    await refs.finish(Math.max(log.firstIndex, p === null || p === undefined ? 0 : p.index + 1), log.endIndex);
+  }
   ctx.describe({ kind: 'raft-group', path: dir, id, vote, committed, purged, log, entries, payloadsNamed: digests.size });
   if (digests.size > 0) {
     ctx.deferred.push(async () => {
