@@ -258,8 +258,10 @@ function raftHints(path: string, bytes: Uint8Array): number[] {
   if (kind.endsWith('.cell') || kind === 'payload CLOCK') return cellHints(bytes.length, kind === 'payload CLOCK' ? 64 : bytes.length / 2);
   if (kind.startsWith('group log') || kind.startsWith('journal')) return logFileHints(path, bytes);
   if (kind === 'snapshot') {
+    // Magic (8), header length (4), the header (plugin name: a varint length, then its bytes;
+    // the metadata), the frames (a u32 length each), the end marker and the CRC.
     const header = u32(bytes, 8);
-    const out = [0, 7, 8, 12, 13, 12 + header - 1, 12 + header, 12 + header + 4, bytes.length - 8, bytes.length - 4];
+    const out = [0, 7, 8, 12, 13, 14, 16, 20, 24, 12 + header - 1, 12 + header, 12 + header + 4, bytes.length - 8, bytes.length - 4];
     return out;
   }
   return [0, 8, 12, 16, 24, 32, 40, 48, 72, 76, 80, bytes.length - 4];
@@ -285,7 +287,13 @@ export function raftSubject(): SweepSubject {
       ).digest;
       const g1 = await node.openGroup('g1');
       const first: Entry[] = [];
-      for (let i = 1; i <= 30; i++) first.push(kvEntry(i <= 10 ? 1 : i <= 20 ? 2 : 3, i, i === 22 ? [digest] : undefined));
+      for (let i = 1; i <= 30; i++) {
+        const term = i <= 10 ? 1 : i <= 20 ? 2 : 3;
+        // A blank entry (a new leader's first) and a membership change among the commands.
+        if (i === 11) first.push({ logId: lid(term, i), payload: { type: 'blank' } });
+        else if (i === 14) first.push({ logId: lid(term, i), payload: { type: 'membership', membership: { configs: [[1, 2]], nodes: { '1': {}, '2': {} } } } });
+        else first.push(kvEntry(term, i, i === 22 ? [digest] : undefined));
+      }
       for (let i = 0; i < first.length; i += 5) await appendAll(g1.log, first.slice(i, i + 5));
       await g1.log.saveVote({ leaderId: { term: 3, nodeId: 1 }, committed: true });
       await g1.log.truncate(lid(3, 28)); // removes [28, ∞)
@@ -335,7 +343,7 @@ export function raftSubject(): SweepSubject {
           const to = state.lastLogId === null ? from : state.lastLogId.index + 1;
           for (const e of await g.log.tryGetLogEntries(from, to)) {
             const p = e.payload;
-            const body = p.type === 'normal' ? `${digestOf(p.data)} ${(p.payloads ?? []).join(',')}` : p.type;
+            const body = p.type === 'normal' ? `${digestOf(p.data)} ${(p.payloads ?? []).join(',')}` : p.type === 'membership' ? JSON.stringify(p.membership) : p.type;
             out.set(`${id} entry ${e.logId.index}`, `${logIdText(e.logId)} ${body}`);
           }
           const [applied, membership] = await g.stateMachine.appliedState();

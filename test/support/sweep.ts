@@ -139,17 +139,27 @@ function damageKey(d: Damage): string {
   return `${d.file}|${d.kind}|${d.at}|${d.bit ?? ''}`;
 }
 
+function sweptFiles(subject: SweepSubject, image: DiskImage): string[] {
+  return Object.keys(image.files)
+    .filter((f) => subject.fileKind(f) !== null)
+    .sort();
+}
+
+/** The structural damages of every swept file of `image` (before any seeded random one). */
+export function structuralDamages(subject: SweepSubject, image: DiskImage): Damage[] {
+  const out: Damage[] = [];
+  for (const f of sweptFiles(subject, image)) out.push(...essentialDamages(f, image.files[f]!, subject.hints(f, image.files[f]!)));
+  return out;
+}
+
 /**
  * About `budget` damages over the swept files of `image`: the structural ones of every file first
  * (sampled evenly when they alone exceed the budget), then seeded random positions, spread over the
  * files in proportion to the square root of their sizes, so small files are not starved.
  */
 export function planDamages(subject: SweepSubject, image: DiskImage, budget: number): Damage[] {
-  const files = Object.keys(image.files)
-    .filter((f) => subject.fileKind(f) !== null)
-    .sort();
-  const essentials: Damage[] = [];
-  for (const f of files) essentials.push(...essentialDamages(f, image.files[f]!, subject.hints(f, image.files[f]!)));
+  const files = sweptFiles(subject, image);
+  const essentials = structuralDamages(subject, image);
   const seen = new Set<string>();
   const chosen: Damage[] = [];
   const take = (d: Damage): void => {
@@ -337,6 +347,8 @@ export interface StoreSweep {
   store: string;
   /** The golden image the damages were applied to. */
   image: DiskImage;
+  /** How many structural damages the store's files have (all of them run when the budget allows). */
+  structural: number;
   results: StateResult[];
   ms: number;
 }
@@ -349,7 +361,7 @@ export async function sweepStore(subject: SweepSubject, budget: number): Promise
   if (clean.outcome !== 'exact') throw new Error(`${subject.store}: the undamaged golden state does not read back as acknowledged: ${clean.detail}`);
   const results: StateResult[] = [];
   for (const d of planDamages(subject, image, budget)) results.push(await runState(subject, image, acknowledged, d));
-  return { store: subject.store, image, results, ms: performance.now() - started };
+  return { store: subject.store, image, structural: structuralDamages(subject, image).length, results, ms: performance.now() - started };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -376,7 +388,7 @@ export function formatSummary(sweeps: readonly StoreSweep[]): string {
       const parts = OUTCOMES.filter((o) => counts.has(o)).map((o) => `${o} ${counts.get(o)}`);
       lines.push(`  ${s.store} / ${kind}: ${n} states: ${parts.join(', ')}`);
     }
-    lines.push(`  ${s.store}: ${s.results.length} states in ${(s.ms / 1000).toFixed(1)} s`);
+    lines.push(`  ${s.store}: ${s.results.length} states (of ${s.structural} structural damages, ${Math.min(s.structural, s.results.length)} run) in ${(s.ms / 1000).toFixed(1)} s`);
   }
   const head = `corruption sweep: ${states} damaged states in ${(ms / 1000).toFixed(1)} s: ${OUTCOMES.map((o) => `${o} ${total.get(o)}`).join(', ')}`;
   return [head, ...lines].join('\n');
