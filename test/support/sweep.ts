@@ -11,6 +11,7 @@
 // growing past MEMORY_BOUND, is "unbounded"; a state that does not answer in STATE_TIMEOUT_MS is
 // "hung". The stores themselves are described by `SweepSubject`s (test/support/sweep-stores*.ts).
 
+import * as posix from 'node:path/posix';
 import { MemoryFs, type DiskImage } from '../../lib/fs/memory.js';
 import type { FileHandle, FileSystem, OpenMode } from '../../lib/fs/types.js';
 import { SeglogError } from '../../lib/errors.js';
@@ -75,6 +76,8 @@ export interface StateResult {
   outcome: Outcome;
   /** For anything but detected/exact: what was served against what was acknowledged, or the error. */
   detail: string;
+  /** The state was opened a second time (its first open changed the damaged file or its directory). */
+  reopened: boolean;
 }
 
 /** One call's read buffer larger than this is memory sized by a length on disk. */
@@ -286,8 +289,15 @@ export function compareObserved(acknowledged: Observed, got: Observed): { outcom
 class BoundError extends Error {}
 class HangError extends Error {}
 
-/** `fs` with every handle's reads checked against READ_BOUND. */
-export function boundedFs(fs: FileSystem): FileSystem {
+const MUTATING_HANDLE_CALLS = new Set<PropertyKey>(['write', 'writev', 'truncate']);
+const MUTATING_FS_CALLS = new Set<PropertyKey>(['rename', 'link', 'unlink', 'mkdir', 'rmdir']);
+
+/**
+ * `fs` with every handle's reads checked against READ_BOUND, and the path of every call that
+ * changes something (a write, a truncate, a rename, a link, an unlink, a mkdir, an rmdir: both
+ * paths of a rename or link) added to `touched`.
+ */
+export function boundedFs(fs: FileSystem, touched: Set<string> = new Set()): FileSystem {
   const check = (into: Uint8Array, path: string): void => {
     if (into.length > READ_BOUND) throw new BoundError(`a read of ${into.length} bytes from ${path}`);
   };
@@ -300,6 +310,7 @@ export function boundedFs(fs: FileSystem): FileSystem {
             return target.read(into, position);
           };
         }
+        if (MUTATING_HANDLE_CALLS.has(key)) touched.add(target.path);
         const v: unknown = Reflect.get(target, key, receiver);
         return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
       },
@@ -308,7 +319,13 @@ export function boundedFs(fs: FileSystem): FileSystem {
     get(target, key, receiver) {
       if (key === 'open') return async (p: string, mode: OpenMode) => wrap(await target.open(p, mode));
       const v: unknown = Reflect.get(target, key, receiver);
-      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      if (typeof v !== 'function') return v;
+      const call = (v as (...a: unknown[]) => unknown).bind(target);
+      if (!MUTATING_FS_CALLS.has(key)) return call;
+      return (...args: unknown[]) => {
+        for (const a of args) if (typeof a === 'string') touched.add(a);
+        return call(...args);
+      };
     },
   });
 }
@@ -325,22 +342,40 @@ async function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promi
   }
 }
 
-/** Opens, reads and classes one damaged state. */
-export async function runState(subject: SweepSubject, image: DiskImage, acknowledged: Observed, d: Damage): Promise<StateResult> {
-  const fileKind = subject.fileKind(d.file) ?? '?';
-  const fs = boundedFs(new MemoryFs({ image: applyDamage(image, d), trace: false }));
-  let verdict: { outcome: Outcome; detail: string };
+/** One open and read-back of a damaged state, classed. */
+async function observeOnce(subject: SweepSubject, fs: FileSystem, acknowledged: Observed, d: Damage): Promise<{ outcome: Outcome; detail: string }> {
   try {
     const got = await withTimeout(subject.observe(fs), STATE_TIMEOUT_MS, describeDamage(d));
-    verdict = compareObserved(acknowledged, got);
+    const verdict = compareObserved(acknowledged, got);
     const absent = d.kind === 'delete' && verdict.outcome !== 'exact' ? (subject.absentState?.(d.file, acknowledged) ?? null) : null;
-    if (absent !== null && compareObserved(absent, got).outcome === 'exact') verdict = { outcome: 'indistinguishable', detail: '' };
+    if (absent !== null && compareObserved(absent, got).outcome === 'exact') return { outcome: 'indistinguishable', detail: '' };
+    return verdict;
   } catch (err) {
-    verdict = classifyError(err, subject.errors);
+    return classifyError(err, subject.errors);
+  }
+}
+
+/**
+ * Opens, reads and classes one damaged state. A state that served the acknowledged state while
+ * its open changed the damaged file or its directory (repaired, rebuilt, cut, removed something)
+ * is opened a second time on the disk that open left: a repair that destroyed durable data
+ * while the first open still served it shows there.
+ */
+export async function runState(subject: SweepSubject, image: DiskImage, acknowledged: Observed, d: Damage): Promise<StateResult> {
+  const fileKind = subject.fileKind(d.file) ?? '?';
+  const touched = new Set<string>();
+  const fs = boundedFs(new MemoryFs({ image: applyDamage(image, d), trace: false }), touched);
+  let verdict = await observeOnce(subject, fs, acknowledged, d);
+  const dir = posix.dirname(d.file);
+  const repaired = [...touched].some((p) => p === d.file || posix.dirname(p) === dir);
+  const reopened = repaired && (verdict.outcome === 'exact' || verdict.outcome === 'indistinguishable');
+  if (reopened) {
+    const again = await observeOnce(subject, fs, acknowledged, d);
+    if (again.outcome !== verdict.outcome && again.outcome !== 'detected') verdict = { outcome: again.outcome, detail: `on the second open: ${again.detail}` };
   }
   const buffers = process.memoryUsage().arrayBuffers;
   if (buffers > MEMORY_BOUND) verdict = { outcome: 'unbounded', detail: `array buffers at ${buffers} bytes after the state` };
-  return { store: subject.store, fileKind, damage: d, ...verdict };
+  return { store: subject.store, fileKind, damage: d, ...verdict, reopened };
 }
 
 export interface StoreSweep {
@@ -388,7 +423,8 @@ export function formatSummary(sweeps: readonly StoreSweep[]): string {
       const parts = OUTCOMES.filter((o) => counts.has(o)).map((o) => `${o} ${counts.get(o)}`);
       lines.push(`  ${s.store} / ${kind}: ${n} states: ${parts.join(', ')}`);
     }
-    lines.push(`  ${s.store}: ${s.results.length} states (of ${s.structural} structural damages, ${Math.min(s.structural, s.results.length)} run) in ${(s.ms / 1000).toFixed(1)} s`);
+    const reopened = s.results.filter((r) => r.reopened).length;
+    lines.push(`  ${s.store}: ${s.results.length} states (of ${s.structural} structural damages, ${Math.min(s.structural, s.results.length)} run; ${reopened} opened twice) in ${(s.ms / 1000).toFixed(1)} s`);
   }
   const head = `corruption sweep: ${states} damaged states in ${(ms / 1000).toFixed(1)} s: ${OUTCOMES.map((o) => `${o} ${total.get(o)}`).join(', ')}`;
   return [head, ...lines].join('\n');
