@@ -19,11 +19,13 @@ import { openPayloadStore } from '../lib/payloads/index.js';
 import { cellSubject, payloadSubject, segmentedLogSubject } from './support/sweep-stores.js';
 import { hostSubject, raftSubject } from './support/sweep-stores-node.js';
 import {
+  boundedFs,
   classifyError,
   compareObserved,
   formatFinding,
   formatSummary,
   GOOD_OUTCOMES,
+  READ_BOUND,
   sweepStore,
   type DamageKind,
   type Outcome,
@@ -158,6 +160,16 @@ test('the sweep oracle: an older value is served-stale, a missing key lost, only
   assert.equal(classifyError(new HostStoreError('UNAVAILABLE', 'open', {}, { cause: corrupt }), 'host').outcome, 'detected');
   assert.equal(classifyError(new HostStoreError('UNAVAILABLE', 'open', {}, { cause: new Error('ENOENT') }), 'host').outcome, 'wrong-code');
   assert.equal(classifyError(corrupt, 'host').outcome, 'untyped', 'the host store may only throw its six codes');
+});
+
+test('the sweep oracle: a read sized past the bound is unbounded, whatever the store makes of it', async () => {
+  const fs = boundedFs(new MemoryFs({ image: { dirs: ['/d'], files: { '/d/f': new Uint8Array(8) } }, trace: false }));
+  const h = await fs.open('/d/f', 'read');
+  assert.equal(await h.read(new Uint8Array(8), 0), 8);
+  const err = await h.read(new Uint8Array(READ_BOUND + 1), 0).catch((e: unknown) => e);
+  await h.close();
+  assert.equal(classifyError(err, 'seglog').outcome, 'unbounded');
+  assert.equal(classifyError(new SeglogError('IO_ERROR', 'read', { cause: err }), 'seglog').outcome, 'unbounded', 'also when a store wraps it');
 });
 
 test('the payload store: a blob that is gone while it has holders is CORRUPT, never "not stored"', async () => {

@@ -253,7 +253,9 @@ const HOST_CODES = new Set(['CONFLICT', 'FENCED_OUT', 'INDETERMINATE', 'INVALID'
 
 /** The outcome of a store that threw `err`. */
 export function classifyError(err: unknown, errors: 'seglog' | 'host'): { outcome: Outcome; detail: string } {
-  if (err instanceof BoundError) return { outcome: 'unbounded', detail: err.message };
+  for (let e: unknown = err, depth = 0; e !== undefined && e !== null && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof BoundError) return { outcome: 'unbounded', detail: e.message };
+  }
   if (err instanceof HangError) return { outcome: 'hung', detail: err.message };
   const message = err instanceof Error ? err.message.slice(0, 300) : String(err);
   const chain = codeChain(err);
@@ -292,12 +294,19 @@ class HangError extends Error {}
 const MUTATING_HANDLE_CALLS = new Set<PropertyKey>(['write', 'writev', 'truncate']);
 const MUTATING_FS_CALLS = new Set<PropertyKey>(['rename', 'link', 'unlink', 'mkdir', 'rmdir']);
 
+/** What a store changed through `boundedFs`: files written or truncated, and directory entries. */
+export interface Touched {
+  /** Files written or truncated. */
+  data: Set<string>;
+  /** Paths created, renamed (both), linked (both), removed. */
+  entries: Set<string>;
+}
+
 /**
- * `fs` with every handle's reads checked against READ_BOUND, and the path of every call that
- * changes something (a write, a truncate, a rename, a link, an unlink, a mkdir, an rmdir: both
- * paths of a rename or link) added to `touched`.
+ * `fs` with every handle's reads checked against READ_BOUND, and every call that changes
+ * something noted in `touched`.
  */
-export function boundedFs(fs: FileSystem, touched: Set<string> = new Set()): FileSystem {
+export function boundedFs(fs: FileSystem, touched: Touched = { data: new Set(), entries: new Set() }): FileSystem {
   const check = (into: Uint8Array, path: string): void => {
     if (into.length > READ_BOUND) throw new BoundError(`a read of ${into.length} bytes from ${path}`);
   };
@@ -305,12 +314,12 @@ export function boundedFs(fs: FileSystem, touched: Set<string> = new Set()): Fil
     new Proxy(h, {
       get(target, key, receiver) {
         if (key === 'read') {
-          return (into: Uint8Array, position: number) => {
+          return async (into: Uint8Array, position: number) => {
             check(into, target.path);
             return target.read(into, position);
           };
         }
-        if (MUTATING_HANDLE_CALLS.has(key)) touched.add(target.path);
+        if (MUTATING_HANDLE_CALLS.has(key)) touched.data.add(target.path);
         const v: unknown = Reflect.get(target, key, receiver);
         return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
       },
@@ -323,7 +332,7 @@ export function boundedFs(fs: FileSystem, touched: Set<string> = new Set()): Fil
       const call = (v as (...a: unknown[]) => unknown).bind(target);
       if (!MUTATING_FS_CALLS.has(key)) return call;
       return (...args: unknown[]) => {
-        for (const a of args) if (typeof a === 'string') touched.add(a);
+        for (const a of args) if (typeof a === 'string') touched.entries.add(a);
         return call(...args);
       };
     },
@@ -357,17 +366,17 @@ async function observeOnce(subject: SweepSubject, fs: FileSystem, acknowledged: 
 
 /**
  * Opens, reads and classes one damaged state. A state that served the acknowledged state while
- * its open changed the damaged file or its directory (repaired, rebuilt, cut, removed something)
- * is opened a second time on the disk that open left: a repair that destroyed durable data
- * while the first open still served it shows there.
+ * its open wrote the damaged file, or created, renamed or removed an entry beside it (repaired,
+ * rebuilt, cut, removed something), is opened a second time on the disk that open left: a repair
+ * that destroyed durable data while the first open still served it shows there.
  */
 export async function runState(subject: SweepSubject, image: DiskImage, acknowledged: Observed, d: Damage): Promise<StateResult> {
   const fileKind = subject.fileKind(d.file) ?? '?';
-  const touched = new Set<string>();
+  const touched: Touched = { data: new Set(), entries: new Set() };
   const fs = boundedFs(new MemoryFs({ image: applyDamage(image, d), trace: false }), touched);
   let verdict = await observeOnce(subject, fs, acknowledged, d);
   const dir = posix.dirname(d.file);
-  const repaired = [...touched].some((p) => p === d.file || posix.dirname(p) === dir);
+  const repaired = touched.data.has(d.file) || [...touched.entries].some((p) => p === d.file || posix.dirname(p) === dir);
   const reopened = repaired && (verdict.outcome === 'exact' || verdict.outcome === 'indistinguishable');
   if (reopened) {
     const again = await observeOnce(subject, fs, acknowledged, d);
