@@ -95,7 +95,7 @@ const KNOWN_UNFIXED: readonly Allowance[] = [
   { tag: 'class 4 (missing FORMAT)', store: 'host-fs', fileKind: /^FORMAT$/, kinds: ['delete'], outcomes: ['lost', 'served-stale'] },
   { tag: 'class 4 (missing fence/state)', store: 'host-fs', fileKind: /^fence\/state$/, kinds: ['delete'], outcomes: ['served-stale'] },
   { tag: 'class 4 (missing home state)', store: 'host-fs', fileKind: /^home state$/, kinds: ['delete'], outcomes: ['lost', 'served-stale'] },
-  { tag: 'class 6 (ENOENT as the cause)', store: 'host-fs', fileKind: /^(row file|head blob|stripe file|published note)$/, kinds: ['delete'], outcomes: ['wrong-code'] },
+  { tag: 'class 6 (ENOENT as the cause)', store: 'host-fs', fileKind: /^(row file|head blob|stripe file|published note|fence\/lock)$/, kinds: ['delete'], outcomes: ['wrong-code'] },
   { tag: 'class 6 (plugin name checked before the checksum)', store: 'raft-node', fileKind: /^snapshot$/, kinds: ['byte-flip', 'bit-flip', 'len-max'], outcomes: ['wrong-code'], when: (r) => /\[INVALID\].*plugin/.test(r.detail) },
   { tag: 'class 4/8 (missing group cell)', store: 'raft-node', fileKind: /^(vote|committed|purged)\.cell$/, kinds: ['delete'], outcomes: ['served-stale', 'lost'] },
   { tag: 'class 8 (missing snapshot)', store: 'raft-node', fileKind: /^snapshot$/, kinds: ['delete'], outcomes: ['lost'] },

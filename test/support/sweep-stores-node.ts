@@ -69,7 +69,8 @@ function stripeHints(bytes: Uint8Array): number[] {
 
 function hostFileKind(path: string): string | null {
   const rel = path.slice(REALM.length + 1);
-  if (rel === 'FORMAT' || rel === 'checkpoint' || rel === 'fence/state') return rel;
+  if (rel === 'FORMAT' || rel === 'checkpoint' || rel === 'fence/state' || rel === 'fence/lock') return rel;
+  if (rel === 'checkpoint.lock' || /^stripes\/\d+\/(lock|gate)$/.test(rel)) return 'lock file';
   if (/^stripes\/\d+\/\d{16}\.wal$/.test(rel)) return 'stripe file';
   if (/^stripes\/\d+\/published$/.test(rel)) return 'published note';
   if (/^scopes\/.*\/state$/.test(rel)) return 'home state';
@@ -236,16 +237,18 @@ function logIdText(id: LogId | null): string {
 
 function raftFileKind(path: string): string | null {
   const rel = path.slice(NODE.length + 1);
+  if (rel === 'LOCK') return 'LOCK';
   if (rel.startsWith('payloads/')) {
     if (rel.startsWith('payloads/blobs/')) return 'payload blob';
     if (rel.startsWith('payloads/refs/')) return 'payload refcount';
-    if (rel === 'payloads/FORMAT' || rel === 'payloads/CLOCK') return `payload ${rel.slice(9)}`;
+    if (rel === 'payloads/FORMAT' || rel === 'payloads/CLOCK' || rel === 'payloads/LOCK') return `payload ${rel.slice(9)}`;
     return null;
   }
   const m = /^groups\/[0-9a-f]{64}\/(.*)$/.exec(rel);
   if (m === null) return null;
   const inner = m[1]!;
   if (inner === 'GROUP' || inner === 'vote.cell' || inner === 'committed.cell' || inner === 'purged.cell') return inner;
+  if (inner.endsWith('.cell.tmp')) return 'cell leftover (.tmp)';
   if (inner.startsWith('log/')) return logFileKind(path) === null ? null : `group log ${logFileKind(path)}`;
   if (inner.startsWith('sm/journal/')) return logFileKind(path) === null ? null : `journal ${logFileKind(path)}`;
   if (inner.startsWith('sm/snapshots/')) return 'snapshot';

@@ -80,6 +80,7 @@ export function logFileHints(path: string, bytes: Uint8Array): number[] {
 /** The file kind of a path inside a segmented log directory, or null. */
 export function logFileKind(path: string): string | null {
   if (path.endsWith('/MANIFEST')) return 'MANIFEST';
+  if (path.endsWith('/LOCK')) return 'LOCK';
   if (path.endsWith('.seg')) return 'segment';
   if (path.endsWith('.idx')) return 'index';
   return null;
@@ -249,7 +250,7 @@ export function payloadSubject(): SweepSubject {
     },
     fileKind(path: string) {
       const rel = path.slice(PAYLOAD_DIR.length + 1);
-      if (rel === 'FORMAT' || rel === 'CLOCK') return rel;
+      if (rel === 'FORMAT' || rel === 'CLOCK' || rel === 'LOCK') return rel;
       if (rel.startsWith('blobs/')) return 'blob';
       if (rel.startsWith('refs/')) return 'refcount';
       return null;
