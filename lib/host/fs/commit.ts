@@ -36,6 +36,9 @@ import { GroupFailed } from './stripe.js';
 import { setQueued } from '../../fs/inline-sync.js';
 import { PENDING, type Rec, type RecUpdate, type ScopeEntry } from './view.js';
 
+/** Where a frame's heads and rows lie in it (what `writeBatchPayload` reports). */
+type FrameLayout = { heads: ([number, number] | undefined)[]; rows: number[][] };
+
 const encoder = new TextEncoder();
 
 /** The slab groups' frames are carved from (see `Committer.#frameBytes`). */
@@ -167,6 +170,25 @@ export class Committer {
     }
   }
 
+  /** The accepted members' frames, in one buffer for the group (each frame a view of it), and where each put its heads and rows. */
+  #encodeFrames(accepted: readonly Member[]): { frames: Uint8Array[]; layouts: FrameLayout[] } {
+    let total = 0;
+    for (const m of accepted) total += m.frameBytes;
+    const buffer = this.#frameBytes(total);
+    const layouts: FrameLayout[] = [];
+    const frames: Uint8Array[] = [];
+    for (let i = 0, at = 0; i < accepted.length; i++) {
+      const m = accepted[i]!;
+      const f = buffer.subarray(at, at + m.frameBytes);
+      const layout: FrameLayout = { heads: [], rows: [] };
+      writeBatchPayload(f, FRAME_HEADER_BYTES, m.batch.token, m.commitId, m.updates, m.names, layout);
+      frames.push(f);
+      layouts.push(layout);
+      at += m.frameBytes;
+    }
+    return { frames, layouts };
+  }
+
   async #group(s: number, members: Member[]): Promise<void> {
     const r = this.#r;
     const set = this.#lockSet(s, members);
@@ -228,21 +250,7 @@ export class Committer {
       byCommitId.clear();
       if (accepted.length > 0) {
         const st = r.stripes[s]!;
-        // One buffer for the group; each frame a view of it.
-        let total = 0;
-        for (const m of accepted) total += m.frameBytes;
-        const buffer = this.#frameBytes(total);
-        const layouts: { heads: ([number, number] | undefined)[]; rows: number[][] }[] = [];
-        const frames: Uint8Array[] = [];
-        for (let i = 0, at = 0; i < accepted.length; i++) {
-          const m = accepted[i]!;
-          const f = buffer.subarray(at, at + m.frameBytes);
-          const layout = { heads: [] as ([number, number] | undefined)[], rows: [] as number[][] };
-          writeBatchPayload(f, FRAME_HEADER_BYTES, m.batch.token, m.commitId, m.updates, m.names, layout);
-          frames.push(f);
-          layouts.push(layout);
-          at += m.frameBytes;
-        }
+        const { frames, layouts } = this.#encodeFrames(accepted);
         const fence = st.cursor.fence;
         let written;
         step('writing');
@@ -362,7 +370,7 @@ export class Committer {
 }
 
 /** The view's record of a member just written (the same record a scan of the stripe reads back). */
-function recOfMember(stripe: number, seq: number, offset: number, lsn: number, fence: number, m: Member, layout: { heads: ([number, number] | undefined)[]; rows: number[][] }): Rec {
+function recOfMember(stripe: number, seq: number, offset: number, lsn: number, fence: number, m: Member, layout: FrameLayout): Rec {
   const base = offset + FRAME_HEADER_BYTES;
   const updates: RecUpdate[] = new Array(m.updates.length);
   for (let i = 0; i < m.updates.length; i++) {
