@@ -95,6 +95,7 @@ async function startNewLog(r: RecoveryRooms, files: ReadonlyMap<string, number>,
   const s = r.s;
   for (const n of files.keys()) {
     const st = await r.files.stat(path.join(s.dir, n));
+    if (n.endsWith(SEGMENT_SUFFIX) && st !== null) await checkCreationLeftover(r, path.join(s.dir, n), firstIndex);
     if (n.endsWith(SEGMENT_SUFFIX) && st !== null && st.size > HEADER_BYTES) {
       const all = await r.files.isZero(path.join(s.dir, n), HEADER_BYTES, st.size);
       if (!all) {
@@ -125,6 +126,29 @@ async function startNewLog(r: RecoveryRooms, files: ReadonlyMap<string, number>,
   seg.offsets = new Uint32Array(64);
   seg.headerChecked = true;
   r.syncer.adoptActive(seg);
+}
+
+/**
+ * A segment found in a log with no manifest must be what a creation at `firstIndex` makes before
+ * its first manifest: a header of manifest generation 1 and base `firstIndex` (or a header a crash
+ * tore). One of a later generation, or of another base, was named by a manifest that is now
+ * missing — the log's first index (a `reset`, a `dropBefore`) would silently go back: CORRUPT.
+ */
+async function checkCreationLeftover(r: RecoveryRooms, file: string, firstIndex: number): Promise<void> {
+  const header = await r.files.withReadHandle(file, async (h) => {
+    const head = new Uint8Array(HEADER_BYTES);
+    try {
+      const n = await h.read(head, 0);
+      return decodeSegmentHeader(head.subarray(0, n));
+    } catch (err) {
+      throw fromIo(err, 'read', file);
+    }
+  });
+  if (header === null || (header.generation === 1 && header.base === firstIndex)) return;
+  throw corrupt(`log ${r.s.dir}: segment ${path.basename(file)} (base ${header.base}, manifest generation ${header.generation}) was named by a manifest, but the log has no manifest`, {
+    file,
+    offset: header.generation === 1 ? 8 : 24,
+  });
 }
 
 /**

@@ -208,7 +208,7 @@ test('verify and inspect: a missing path is named; a directory with no seglog st
   }
 });
 
-test('inspect: a Raft group whose purged (or committed) cell was never written says so, never "undefined"', async () => {
+test('inspect: a Raft group whose purged (or committed) cell holds nothing yet says so, never "undefined"', async () => {
   const dir = await mkdtemp(path.join(tmpdir(), 'seglog-cli-'));
   try {
     const node = await openRaftNode(path.join(dir, 'raft'));
@@ -218,7 +218,7 @@ test('inspect: a Raft group whose purged (or committed) cell was never written s
     const r = await seglog('inspect', dir);
     assert.equal(r.code, 0, r.stderr);
     assert.doesNotMatch(r.stdout, /undefined/);
-    assert.match(r.stdout, /Raft group "g", vote term 2 for node 5 \(not committed\), committed never written, purged never written, 0 entries/);
+    assert.match(r.stdout, /Raft group "g", vote term 2 for node 5 \(not committed\), committed none, purged none, 0 entries/);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

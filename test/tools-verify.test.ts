@@ -91,6 +91,7 @@ async function buildDataDirectory(root: string): Promise<void> {
   }
   await fsp.writeFile(path.join(group, 'GROUP'), encodeGroupFile('g1'));
   await fsp.mkdir(path.join(group, 'sm', 'snapshots'), { recursive: true });
+  await (await openSegmentedLog(path.join(group, 'sm', 'journal'))).close();
   const parts: Uint8Array[] = [];
   const meta = { lastLogId: { leaderId: { term: 2, nodeId: 1 }, index: 8 }, lastMembership: { logId: null, membership: { configs: [[1]], nodes: {} } }, snapshotId: 'snap-1' };
   for await (const chunk of writeSnapshotStream({ plugin: 'kv', meta }, once(enc.encode('{"k2":"v"}'.repeat(50))))) parts.push(chunk);

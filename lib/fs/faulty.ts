@@ -16,7 +16,7 @@
 // - Rules are checked in the order they were added; the first that picks a call fails it.
 
 import * as posix from 'node:path/posix';
-import type { FileHandle, FileStat, FileSystem, OpenMode, SyncWhere } from './types.js';
+import type { EntryStat, FileHandle, FileStat, FileSystem, OpenMode, SyncWhere } from './types.js';
 import { errnoError, type FsCallKind } from './memory.js';
 
 /** A path pattern: an exact path, a trailing part after a '/' ('seg' matches '/d/seg'), a glob
@@ -73,7 +73,7 @@ export interface Pause {
 
 const ALL_KINDS: readonly FsCallKind[] = [
   'open', 'close', 'read', 'write', 'writev', 'datasync', 'sync', 'truncate', 'size', 'lock', 'unlock',
-  'readdir', 'mkdir', 'rename', 'link', 'unlink', 'rmdir', 'stat', 'syncDir',
+  'readdir', 'mkdir', 'rename', 'link', 'unlink', 'rmdir', 'stat', 'lstat', 'syncDir',
 ];
 
 /** True when `p` matches `pattern` (see PathPattern). */
@@ -303,6 +303,10 @@ export class FaultyFs implements FileSystem {
 
   stat(path: string): Promise<FileStat | null> {
     return this.run({ kind: 'stat', path }, () => this.inner.stat(path));
+  }
+
+  lstat(path: string): Promise<EntryStat | null> {
+    return this.run({ kind: 'lstat', path }, () => this.inner.lstat(path));
   }
 
   syncDir(dir: string): Promise<void> {

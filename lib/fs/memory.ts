@@ -23,7 +23,7 @@
 // Paths are '/'-separated; a relative path is taken relative to '/'.
 
 import * as posix from 'node:path/posix';
-import type { FileHandle, FileStat, FileSystem, OpenMode } from './types.js';
+import type { EntryStat, FileHandle, FileStat, FileSystem, OpenMode } from './types.js';
 
 // ---------------------------------------------------------------------------------------------
 // Content: a file's bytes in copy-on-write pages.
@@ -168,6 +168,7 @@ export type FsCallKind =
   | 'unlink'
   | 'rmdir'
   | 'stat'
+  | 'lstat'
   | 'syncDir';
 
 /** One change to one directory's entries: `name` now names `inode`, or (inode null) nothing. */
@@ -717,6 +718,20 @@ export class MemoryFs implements FileSystem {
       return node.kind === 'dir' ? { size: 0, isDirectory: true } : { size: node.current.size, isDirectory: false };
     } catch (err) {
       return this.#fail('stat', abs, err as NodeJS.ErrnoException);
+    }
+  }
+
+  /** As `stat`: this file system has no symbolic links, so every entry is itself. */
+  async lstat(p: string): Promise<EntryStat | null> {
+    const abs = normalizePath(p);
+    this.#live('lstat', abs);
+    try {
+      const node = this.#lookup(abs, 'lstat');
+      this.#machine.record({ kind: 'lstat', process: this.#process, path: abs, ...(node === undefined ? {} : { inode: node.id }) });
+      if (node === undefined) return null;
+      return node.kind === 'dir' ? { size: 0, isDirectory: true, isSymbolicLink: false } : { size: node.current.size, isDirectory: false, isSymbolicLink: false };
+    } catch (err) {
+      return this.#fail('lstat', abs, err as NodeJS.ErrnoException);
     }
   }
 

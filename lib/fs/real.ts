@@ -15,7 +15,7 @@
 
 import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
-import type { FileHandle, FileStat, FileSystem, OpenMode, SyncWhere } from './types.js';
+import type { EntryStat, FileHandle, FileStat, FileSystem, OpenMode, SyncWhere } from './types.js';
 
 const require = createRequire(import.meta.url);
 const lockNative = require('fs-native-extensions') as {
@@ -217,6 +217,16 @@ async function stat(path: string): Promise<FileStat | null> {
   }
 }
 
+async function lstat(path: string): Promise<EntryStat | null> {
+  try {
+    const st = await fs.promises.lstat(path);
+    return { size: st.size, isDirectory: st.isDirectory(), isSymbolicLink: st.isSymbolicLink() };
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw err;
+  }
+}
+
 /** The real file system. */
 export const realFs: FileSystem = {
   open: openReal,
@@ -229,5 +239,6 @@ export const realFs: FileSystem = {
   unlink: (path) => fs.promises.unlink(path),
   rmdir: (dir) => fs.promises.rmdir(dir),
   stat,
+  lstat,
   syncDir,
 };

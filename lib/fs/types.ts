@@ -29,6 +29,12 @@ export interface FileStat {
   isDirectory: boolean;
 }
 
+/** What `lstat` answers: the entry itself, never what a symbolic link points to. */
+export interface EntryStat extends FileStat {
+  /** True when the entry is a symbolic link (then `isDirectory` is false, `size` the link's). */
+  isSymbolicLink: boolean;
+}
+
 /**
  * Which thread waits for a sync or a large write. 'pool' (the default): one of libuv's pool
  * threads, so the event loop goes on meanwhile. 'inline': the calling thread, which blocks for the
@@ -88,8 +94,14 @@ export interface FileSystem {
   unlink(path: string): Promise<void>;
   /** Removes an empty directory. */
   rmdir(dir: string): Promise<void>;
-  /** The entry's size and kind, or null when it does not exist. */
+  /** The entry's size and kind, or null when it does not exist (a symbolic link is followed). */
   stat(path: string): Promise<FileStat | null>;
+  /**
+   * The entry itself, or null when it does not exist: a symbolic link is reported as one, never
+   * followed. Stores call it before they list or remove what they expect to be their own
+   * leftovers, so that a link planted inside a store directory never leads them outside it.
+   */
+  lstat(path: string): Promise<EntryStat | null>;
   /** fsync of a directory: its entries' creations, renames and removals so far are durable. */
   syncDir(dir: string): Promise<void>;
 }

@@ -96,6 +96,23 @@ export class HostStoreError extends SeglogError {
     return new HostStoreError('UNAVAILABLE', detail, {}, { cause });
   }
 
+  /**
+   * Damage found in stored data. The SPI has no code for it, so the answer is UNAVAILABLE
+   * (nothing was applied; the store refuses to serve the damaged data) and `cause` is always the
+   * CORRUPT SeglogError that names what failed: the file and, where known, the offset (the fs
+   * store), or the schema, table and value (the PostgreSQL store). `details.corrupt` copies the
+   * cause's details, with the damaged file always as `file` (a cell names it `path`), so that a
+   * caller can tell damage from a passing outage, and find it, without unwrapping.
+   */
+  static damaged(cause: SeglogError, what?: string): HostStoreError {
+    const found = cause.details;
+    const file = found['file'] ?? found['path'];
+    return new HostStoreError('UNAVAILABLE', `${what === undefined ? '' : `${what}: `}stored data is damaged: ${cause.message}`, {}, {
+      cause,
+      details: { corrupt: file === undefined ? { ...found } : { ...found, file } },
+    });
+  }
+
   /** An exclusive acquire found a live holder. The message rounds `remaining` up to a whole ms; the field keeps it exact. */
   static held(holder: string, remaining: number, token: number): HostStoreError {
     return new HostStoreError('HELD', `the fence is held by ${holder} (token ${token}) for ${Math.ceil(remaining)} ms more`, {
@@ -104,6 +121,11 @@ export class HostStoreError extends SeglogError {
       token,
     });
   }
+}
+
+/** True when `err` is the host stores' answer to damage: UNAVAILABLE whose cause is CORRUPT. */
+export function isDamagedAnswer(err: unknown): err is HostStoreError {
+  return err instanceof HostStoreError && err.code === 'UNAVAILABLE' && err.cause instanceof SeglogError && err.cause.code === 'CORRUPT';
 }
 
 /** True when `err` is a HostStoreError, optionally with the given code. */

@@ -11,6 +11,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { isIndex } from '../assert.js';
 import { HostStoreError } from './errors.js';
+import { SeglogError } from '../errors.js';
 import { checkScopeKind, checkScopeName, checkScopeRef } from './names.js';
 import { FenceTiming } from './timing.js';
 import type { AcquireMode, ScopeKind, ScopeRef } from './types.js';
@@ -65,9 +66,14 @@ export function checkHolderId(holderId: unknown, maxBytes: number): string {
   return id;
 }
 
-/** `err` when it is a HostStoreError already; otherwise UNAVAILABLE naming `what` failed (nothing was applied). */
+/**
+ * `err` when it is a HostStoreError already; damage (a CORRUPT SeglogError) as
+ * `HostStoreError.damaged` (UNAVAILABLE, the CORRUPT error its cause); anything else UNAVAILABLE
+ * naming `what` failed (nothing was applied).
+ */
 export function asHostError(err: unknown, what: string): HostStoreError {
   if (err instanceof HostStoreError) return err;
+  if (err instanceof SeglogError && err.code === 'CORRUPT') return HostStoreError.damaged(err, what);
   const message = err instanceof Error ? err.message : String(err);
   return HostStoreError.unavailable(`${what}: ${message}`, err);
 }

@@ -66,6 +66,8 @@ export const CLOCK_NAME = 'CLOCK';
 export const CLOCK_SLOT_BYTES = 64;
 export const BLOBS = 'blobs';
 export const REFS = 'refs';
+/** The suffix of a refcount file's marker `refs/<hh>/<hex>.held` (docs/payloads.md, "The marker"). */
+export const HELD_SUFFIX = '.held';
 export const TMP = 'tmp';
 
 export const DIGEST_PREFIX = 'sha256:';

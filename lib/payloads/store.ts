@@ -27,6 +27,7 @@
 // - One open store per directory: the LOCK file is try-locked (LOCKED otherwise).
 
 import { lockDirectory } from '../fs/lock.js';
+import { ownEntry } from '../fs/own-entry.js';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { SeglogError, closed, corrupt, fromIo, invalid, notFound, poisoned } from '../errors.js';
@@ -51,6 +52,7 @@ import {
   MIN_CHUNK_BYTES,
   REFS,
   REFS_HEADER_BYTES,
+  HELD_SUFFIX,
   TMP,
   checkFormat,
   decodeBlobHeader,
@@ -170,6 +172,11 @@ export interface PayloadVerifyReport {
 // ---------------------------------------------------------------------------------------------
 // Layout (the names are format.ts's)
 
+/** A refcount file missing beside its marker: the holder set was lost. */
+function lostRefs(file: string, marker: string): SeglogError {
+  return corrupt(`refcount file ${file} is missing beside its marker ${marker}: the payload's holders were lost`, { path: file });
+}
+
 function tempName(kind: 'put' | 'ref' | 'format'): string {
   return `${kind}-${randomBytes(8).toString('hex')}`;
 }
@@ -265,8 +272,8 @@ async function prepareLayout(fs: FileSystem, dir: string): Promise<boolean> {
       await format.close().catch(() => undefined);
     }
     for (const sub of [BLOBS, REFS, TMP]) {
-      const st = await fs.stat(path.join(dir, sub));
-      if (st === null || !st.isDirectory) throw corrupt(`payload store ${dir} has no ${sub}/ directory`, { path: dir });
+      const st = await ownEntry(fs, path.join(dir, sub), 'payload store directory');
+      if (st === null || !st.isDirectory) throw corrupt(`payload store ${dir} has no ${sub}/ directory`, { path: path.join(dir, sub) });
     }
     // An earlier process may have died before syncing what we just read: make it durable.
     await fs.syncDir(dir);
@@ -274,6 +281,7 @@ async function prepareLayout(fs: FileSystem, dir: string): Promise<boolean> {
   }
   // No marker: a new store, or a creation that did not finish. Either way no payload was ever
   // acknowledged here; anything found in blobs/ or refs/ means the marker was lost.
+  for (const sub of [BLOBS, REFS, TMP]) await ownEntry(fs, path.join(dir, sub), 'payload store directory');
   for (const sub of [BLOBS, REFS]) {
     const at = path.join(dir, sub);
     const st = await fs.stat(at);
@@ -295,7 +303,7 @@ async function prepareLayout(fs: FileSystem, dir: string): Promise<boolean> {
     }
   }
   const clockPath = path.join(dir, CLOCK_NAME);
-  await fs.unlink(`${clockPath}.tmp`).catch(() => undefined);
+  if ((await ownEntry(fs, `${clockPath}.tmp`, 'payload store temporary file')) !== null) await fs.unlink(`${clockPath}.tmp`).catch(() => undefined);
   const cell = await openCell(clockPath, { fs, slotBytes: CLOCK_SLOT_BYTES });
   try {
     if ((await cell.read()) === null) await cell.write(encodeStoreTime(0));
@@ -323,6 +331,7 @@ async function removeTemps(fs: FileSystem, dir: string, keep: ReadonlySet<string
   const tmp = path.join(dir, TMP);
   let removed = 0;
   let names: string[];
+  await ownEntry(fs, tmp, 'payload store directory');
   try {
     names = await fs.readdir(tmp);
   } catch (err) {
@@ -330,6 +339,10 @@ async function removeTemps(fs: FileSystem, dir: string, keep: ReadonlySet<string
   }
   for (const name of names) {
     if (keep.has(name)) continue;
+    // Only a file this store wrote is removed: a link or a directory in tmp/ is not one.
+    const st = await ownEntry(fs, path.join(tmp, name), 'payload store temporary file');
+    if (st === null) continue;
+    if (st.isDirectory) throw corrupt(`payload store temporary file ${path.join(tmp, name)} is a directory`, { path: path.join(tmp, name) });
     try {
       await fs.unlink(path.join(tmp, name));
       removed++;
@@ -340,7 +353,7 @@ async function removeTemps(fs: FileSystem, dir: string, keep: ReadonlySet<string
   try {
     if (removed > 0) await fs.syncDir(tmp);
     const cellTemp = path.join(dir, `${CLOCK_NAME}.tmp`);
-    if (atOpen && (await fs.stat(cellTemp)) !== null) {
+    if (atOpen && (await ownEntry(fs, cellTemp, 'payload store temporary file')) !== null) {
       await fs.unlink(cellTemp);
       await fs.syncDir(dir);
       removed++;
@@ -585,6 +598,8 @@ export class FsPayloadStore implements PayloadStore {
           throw new SeglogError('TOO_LARGE', `payload ${digest} already has ${MAX_HOLDERS} holders`, { details: { digest } });
         }
         await this.#writeRefs(hex, [...holders, holder]);
+        // The first holder: the refcount file is durable, now its marker (see #heldPath).
+        if (holders.length === 0) await this.#markHeld(hex);
       }),
     );
   }
@@ -616,15 +631,19 @@ export class FsPayloadStore implements PayloadStore {
     );
   }
 
-  /** The holder set of a digest ([] when it has no refcount file). CORRUPT when damaged. */
+  /**
+   * The holder set of a digest ([] when it has no refcount file). CORRUPT when damaged, and when
+   * the refcount file is missing beside its marker (the set was lost, not emptied).
+   */
   async #readRefs(hex: string): Promise<string[]> {
     const file = this.#refsPath(hex);
     let handle: FileHandle;
     try {
       handle = await this.#fs.open(file, 'read');
     } catch (err) {
-      if (errnoOf(err) === 'ENOENT') return [];
-      throw fromIo(err, 'open refcount file', file);
+      if (errnoOf(err) !== 'ENOENT') throw fromIo(err, 'open refcount file', file);
+      if (await this.#exists(this.#heldPath(hex))) throw lostRefs(file, this.#heldPath(hex));
+      return [];
     }
     try {
       const size = await handle.size();
@@ -647,12 +666,15 @@ export class FsPayloadStore implements PayloadStore {
     const file = this.#refsPath(hex);
     const dir = path.dirname(file);
     if (holders.length === 0) {
-      try {
-        await this.#fs.unlink(file);
-      } catch (err) {
-        if (errnoOf(err) !== 'ENOENT') throw fromIo(err, 'remove refcount file', file);
+      // The marker goes first, durably: a crash never leaves a marker without its refcount file.
+      for (const p of [this.#heldPath(hex), file]) {
+        try {
+          await this.#fs.unlink(p);
+        } catch (err) {
+          if (errnoOf(err) !== 'ENOENT') throw fromIo(err, 'remove refcount file', p);
+        }
+        await this.#syncDir(dir);
       }
-      await this.#syncDir(dir);
       return;
     }
     const name = tempName('ref');
@@ -725,7 +747,7 @@ export class FsPayloadStore implements PayloadStore {
       if (unlinked) await this.#syncDir(blobDir);
     }
     if (damaged.length > 0) {
-      throw corrupt(`${damaged.length} unreferenced payload(s) have a damaged header and were kept: ${damaged.slice(0, 8).join(', ')}`, {
+      throw corrupt(`${damaged.length} unreferenced payload(s) have a damaged header or a lost refcount file and were kept: ${damaged.slice(0, 8).join(', ')}`, {
         digests: damaged,
         removed,
         bytes,
@@ -738,6 +760,7 @@ export class FsPayloadStore implements PayloadStore {
   async #collectOne(hex: string, now: number): Promise<'kept' | 'damaged' | number> {
     this.#checkWritable();
     if (await this.#exists(this.#refsPath(hex))) return 'kept';
+    if (await this.#exists(this.#heldPath(hex))) return 'damaged'; // its refcount file was lost: kept
     let opened: { handle: FileHandle; header: BlobHeader } | null;
     try {
       opened = await this.#openBlob(hex);
@@ -813,6 +836,11 @@ export class FsPayloadStore implements PayloadStore {
       for (const hh of (await this.#readdir(refs)).sort()) {
         if (!isFanoutName(hh)) continue;
         for (const hex of (await this.#readdir(path.join(refs, hh), true)).sort()) {
+          const marked = hex.endsWith(HELD_SUFFIX) ? hex.slice(0, -HELD_SUFFIX.length) : null;
+          if (marked !== null && isHexName(marked) && fanoutOf(marked) === hh && !(await this.#exists(this.#refsPath(marked)))) {
+            problem(DIGEST_PREFIX + marked, lostRefs(this.#refsPath(marked), this.#heldPath(marked)));
+            continue;
+          }
           if (!isHexName(hex) || fanoutOf(hex) !== hh) continue;
           const digest = DIGEST_PREFIX + hex;
           report.refFiles++;
@@ -889,6 +917,28 @@ export class FsPayloadStore implements PayloadStore {
     return path.join(this.dir, BLOBS, fanoutOf(hex), hex);
   }
 
+  /**
+   * The marker of a digest with holders: an empty `refs/<hh>/<hex>.held`, made once its first
+   * holder's refcount file is durable and removed (durably) before its last one's refcount file.
+   * So a marker is never without its refcount file in any state a crash leaves, and a refcount
+   * file missing beside its marker was lost: CORRUPT, never an empty holder set.
+   */
+  #heldPath(hex: string): string {
+    return `${this.#refsPath(hex)}${HELD_SUFFIX}`;
+  }
+
+  /** Makes the marker of `hex` durable (its refcount file is durable already). */
+  async #markHeld(hex: string): Promise<void> {
+    const marker = this.#heldPath(hex);
+    try {
+      const h = await this.#fs.open(marker, 'create');
+      await h.close();
+    } catch (err) {
+      throw fromIo(err, 'create refcount marker', marker);
+    }
+    await this.#syncDir(path.dirname(marker));
+  }
+
   #refsPath(hex: string): string {
     return path.join(this.dir, REFS, fanoutOf(hex), hex);
   }
@@ -938,9 +988,8 @@ export class FsPayloadStore implements PayloadStore {
     const dir = path.join(this.dir, kind, hh);
     let ready = this.#trusted.get(dir);
     if (ready === undefined) {
-      const st = await this.#fs.stat(dir).catch((err: unknown) => {
-        throw fromIo(err, 'stat', dir);
-      });
+      // Never through a link: a collection would remove what it finds behind one.
+      const st = await ownEntry(this.#fs, dir, 'payload store fan-out directory');
       if (st !== null && !st.isDirectory) throw corrupt(`${dir} is not a directory`, { path: dir });
       if (st === null && !create) return false;
       ready = this.#trusted.get(dir); // another call may have started meanwhile

@@ -14,6 +14,7 @@ import { crc32 } from 'node:zlib';
 
 import { corrupt, fromIo, invalid } from '../errors.js';
 import type { FileHandle, FileSystem } from '../fs/types.js';
+import { removeOwnTree } from '../fs/own-entry.js';
 import { isWellFormed } from './types.js';
 import { decodeUtf8Exact } from '../text.js';
 
@@ -127,29 +128,11 @@ export async function writeFileDurably(fs: FileSystem, file: string, bytes: Uint
 
 /**
  * Removes a directory and everything under it, through the FileSystem interface (no directory
- * sync: callers remove only what no durable state refers to). Missing entries are fine.
+ * sync: callers remove only what no durable state refers to). Missing entries are fine. A
+ * symbolic link anywhere in it is CORRUPT, with nothing removed (lib/fs/own-entry.ts).
  */
 export async function removeTree(fs: FileSystem, target: string): Promise<void> {
-  const st = await fs.stat(target).catch((err: unknown) => {
-    throw fromIo(err, 'stat', target);
-  });
-  if (st === null) return;
-  if (!st.isDirectory) {
-    await fs.unlink(target).catch((err: unknown) => {
-      if ((err as { code?: unknown }).code !== 'ENOENT') throw fromIo(err, 'remove', target);
-    });
-    return;
-  }
-  let names: string[];
-  try {
-    names = await fs.readdir(target);
-  } catch (err) {
-    throw fromIo(err, 'list', target);
-  }
-  for (const name of names) await removeTree(fs, path.join(target, name));
-  await fs.rmdir(target).catch((err: unknown) => {
-    if ((err as { code?: unknown }).code !== 'ENOENT') throw fromIo(err, 'remove directory', target);
-  });
+  await removeOwnTree(fs, target, 'raft node leftover');
 }
 
 // ---------------------------------------------------------------------------------------------

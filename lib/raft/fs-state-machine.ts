@@ -136,6 +136,16 @@ export async function openFsStateMachine<P extends StateMachinePlugin<unknown>>(
     ...(options.ownerLocked === true ? { ownerLocked: true } : {}),
   } as SegmentedLogOptions);
   try {
+    // The journal drops entries only once a snapshot holding them is durable (a build, an install,
+    // a replay after either), and the current snapshot is only ever replaced by a newer one: a
+    // journal that dropped entries beside no snapshot lost the snapshot holding them.
+    if (current === null && journal.firstIndex > 0) {
+      throw corrupt(`raft group ${JSON.stringify(options.groupId)}: the applied journal starts at ${journal.firstIndex} but ${snapDir} holds no snapshot`, {
+        group: options.groupId,
+        path: snapDir,
+        journalFirst: journal.firstIndex,
+      });
+    }
     const sm = new FsStateMachine<P>(options, snapDir, journal, plugin, current, maxSeq + 1);
     await sm.replayJournal();
     return sm;

@@ -1,21 +1,60 @@
 // Creating a group's directory in a Raft node.
 //
-// Owns: `createGroupDir`. Guarantees: a group id never becomes a path as is (the directory is
-// `groups/<sha256(id)>/`, the id in a checksummed GROUP file); the group is built under a
-// temporary name and renamed into place, then the groups directory synced: a crash leaves it
-// whole or absent (the node's open removes a temporary leftover, fs-layout.ts names it).
+// Owns: `createGroupDir` and `GROUP_DEFINING_FILES`. Guarantees: a group id never becomes a path
+// as is (the directory is `groups/<sha256(id)>/`, the id in a checksummed GROUP file); the group
+// is built whole under a temporary name — its GROUP file, its three cells holding their "nothing
+// yet" values, its log and its applied journal each with a first manifest — and renamed into
+// place, then the groups directory synced: a crash leaves it whole or absent (the node's open
+// removes a temporary leftover, fs-layout.ts names it). So every group directory holds every
+// file of GROUP_DEFINING_FILES from its creation on, and open answers CORRUPT for one missing.
 
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { openOwnedCell } from '../../cells/index.js';
+import { openSegmentedLog, type SegmentedLogOptions } from '../../segments/index.js';
 import { corrupt, fromIo } from '../errors.js';
-import type { FileSystem } from '../fs/types.js';
-import { GROUP_FILE, GROUP_TEMP_PREFIX, SM_DIR, SNAPSHOTS_DIR, encodeGroupFile, groupDirName, removeTree, writeFileDurably } from './fs-layout.js';
+import { encodeOptionalLogId } from './codec.js';
+import {
+  COMMITTED_CELL,
+  GROUP_FILE,
+  GROUP_TEMP_PREFIX,
+  JOURNAL_DIR,
+  LOG_DIR,
+  PURGED_CELL,
+  SM_DIR,
+  SNAPSHOTS_DIR,
+  VOTE_CELL,
+  encodeGroupFile,
+  groupDirName,
+  removeTree,
+  writeFileDurably,
+} from './fs-layout.js';
+import type { NodeSettings } from './node-options.js';
+import type { StateMachinePlugin } from './plugin.js';
+
+/** The vote cell's value before the first vote: empty (a vote document is never empty). */
+export const NO_VOTE = new Uint8Array(0);
 
 /**
- * Builds the empty directory of group `id` under `groupsDir` (the rename is the commit point);
- * answers its path. CORRUPT when the directory exists already (the node's open did not recover it).
+ * The files every group directory holds from its creation on (paths relative to it): a group
+ * directory missing one lost it. The logs are named by their manifests.
  */
-export async function createGroupDir(fs: FileSystem, groupsDir: string, id: string): Promise<string> {
+export const GROUP_DEFINING_FILES: readonly string[] = [
+  GROUP_FILE,
+  VOTE_CELL,
+  COMMITTED_CELL,
+  PURGED_CELL,
+  path.join(LOG_DIR, 'MANIFEST'),
+  path.join(SM_DIR, JOURNAL_DIR, 'MANIFEST'),
+  path.join(SM_DIR, SNAPSHOTS_DIR),
+];
+
+/**
+ * Builds the directory of group `id` under `groupsDir` (the rename is the commit point); answers
+ * its path. CORRUPT when the directory exists already (the node's open did not recover it).
+ */
+export async function createGroupDir<P extends StateMachinePlugin<unknown>>(s: NodeSettings<P>, groupsDir: string, id: string): Promise<string> {
+  const fs = s.fs;
   const final = path.join(groupsDir, groupDirName(id));
   if ((await fs.stat(final).catch((err: unknown) => Promise.reject(fromIo(err, 'stat', final)))) !== null) {
     throw corrupt(`group directory ${final} exists but was not recovered at open`, { group: id, path: final });
@@ -24,6 +63,20 @@ export async function createGroupDir(fs: FileSystem, groupsDir: string, id: stri
   try {
     await fs.mkdir(path.join(temp, SM_DIR, SNAPSHOTS_DIR));
     await writeFileDurably(fs, path.join(temp, GROUP_FILE), encodeGroupFile(id));
+    const none = encodeOptionalLogId(null);
+    for (const [name, value] of [[VOTE_CELL, NO_VOTE], [COMMITTED_CELL, none], [PURGED_CELL, none]] as const) {
+      // Owned: the node's LOCK excludes every other opener (node.ts); no lock file, no .tmp left.
+      const cell = await openOwnedCell(path.join(temp, name), { fs });
+      try {
+        await cell.write(value);
+      } finally {
+        await cell.close();
+      }
+    }
+    for (const [dir, segmentBytes] of [[path.join(temp, LOG_DIR), s.segmentBytes], [path.join(temp, SM_DIR, JOURNAL_DIR), s.journalSegmentBytes]] as const) {
+      const log = await openSegmentedLog(dir, { fs, segmentBytes, fdCache: s.fdCache, maxRecordBytes: s.maxEntryBytes, ownerLocked: true } as SegmentedLogOptions);
+      await log.close();
+    }
     await fs.syncDir(path.join(temp, SM_DIR));
     await fs.syncDir(temp);
     await fs.rename(temp, final);

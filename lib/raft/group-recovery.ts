@@ -22,7 +22,10 @@ import { openSegmentedLog, type SegmentedLog, type SegmentedLogOptions } from '.
 import { corrupt } from '../errors.js';
 import type { FsPayloadStore } from '../payloads/index.js';
 import { decodeEntry, decodeEntryLogId, decodeOptionalLogId, decodeVote } from './codec.js';
-import { COMMITTED_CELL, LOG_DIR, PURGED_CELL, SM_DIR, VOTE_CELL } from './fs-layout.js';
+import { COMMITTED_CELL, JOURNAL_DIR, LOG_DIR, PURGED_CELL, SM_DIR, VOTE_CELL } from './fs-layout.js';
+import { GROUP_DEFINING_FILES, NO_VOTE } from './group-create.js';
+import { ownEntry } from '../fs/own-entry.js';
+import type { FileSystem } from '../fs/types.js';
 import { FsRaftLogStorage } from './fs-log.js';
 import { FsStateMachine, openFsStateMachine } from './fs-state-machine.js';
 import type { KvPlugin } from './kv.js';
@@ -107,7 +110,8 @@ export async function recoverGroup<P extends StateMachinePlugin<unknown>>(node: 
   const s = node.settings;
   const opened: Opened<P> = { cells: [], log: null, sm: null, names: new GroupNames() };
   try {
-    const { voteCell, committedCell, vote, committed } = await readVoteAndCommitted(s, groupDir, opened);
+    await checkDefiningFiles(s.fs, id, groupDir);
+    const { voteCell, committedCell, vote, committed } = await readVoteAndCommitted(s, id, groupDir, opened);
     const logState = await readLogState(s, id, groupDir, opened);
     const log = logState.log;
     const { sm, snapshotLastLogId } = await loadStateMachine(s, id, groupDir, opened);
@@ -160,9 +164,31 @@ export async function recoverGroup<P extends StateMachinePlugin<unknown>>(node: 
   }
 }
 
+/**
+ * Before step 1: every file a group holds from its creation on (group-create.ts) must be there,
+ * as itself (not a link). A missing one was lost, and opening on would create it again empty —
+ * a log without its entries, a vote or a purged id gone back: CORRUPT naming it.
+ */
+async function checkDefiningFiles(fs: FileSystem, id: string, groupDir: string): Promise<void> {
+  for (const name of [LOG_DIR, SM_DIR, path.join(SM_DIR, JOURNAL_DIR), ...GROUP_DEFINING_FILES]) {
+    const file = path.join(groupDir, name);
+    if ((await ownEntry(fs, file, `raft group ${JSON.stringify(id)}:`)) === null) {
+      throw corrupt(`raft group ${JSON.stringify(id)}: ${file} is missing (every group holds it from its creation on)`, { group: id, path: file });
+    }
+  }
+}
+
+/** The value of a cell the group's creation wrote: one without a value lost it (CORRUPT). */
+async function readDefinedCell(cell: Cell, file: string, id: string): Promise<Uint8Array> {
+  const bytes = await cell.read();
+  if (bytes === null) throw corrupt(`raft group ${JSON.stringify(id)}: cell ${file} holds no value`, { group: id, path: file });
+  return bytes;
+}
+
 /** Step 1: the vote and the committed pointer. */
 async function readVoteAndCommitted<P extends StateMachinePlugin<unknown>>(
   s: NodeSettings<P>,
+  id: string,
   groupDir: string,
   opened: Opened<P>,
 ): Promise<{ voteCell: Cell; committedCell: Cell; vote: Vote | null; committed: LogId | null }> {
@@ -170,10 +196,10 @@ async function readVoteAndCommitted<P extends StateMachinePlugin<unknown>>(
   opened.cells.push(voteCell);
   const committedCell = await openOwnedCell(path.join(groupDir, COMMITTED_CELL), { fs: s.fs });
   opened.cells.push(committedCell);
-  const voteBytes = await voteCell.read();
-  const committedBytes = await committedCell.read();
-  const vote = voteBytes === null ? null : decodeVote(voteBytes);
-  const committed = committedBytes === null ? null : decodeOptionalLogId(committedBytes);
+  const voteBytes = await readDefinedCell(voteCell, path.join(groupDir, VOTE_CELL), id);
+  const committedBytes = await readDefinedCell(committedCell, path.join(groupDir, COMMITTED_CELL), id);
+  const vote = voteBytes.length === NO_VOTE.length ? null : decodeVote(voteBytes);
+  const committed = decodeOptionalLogId(committedBytes);
   return { voteCell, committedCell, vote, committed };
 }
 
@@ -189,8 +215,7 @@ async function readLogState<P extends StateMachinePlugin<unknown>>(
 ): Promise<{ purgedCell: Cell; purged: LogId | null; log: SegmentedLog; finishedPurge: boolean; lo: number; lastLogId: LogId | null }> {
   const purgedCell = await openOwnedCell(path.join(groupDir, PURGED_CELL), { fs: s.fs });
   opened.cells.push(purgedCell);
-  const purgedBytes = await purgedCell.read();
-  const purged = purgedBytes === null ? null : decodeOptionalLogId(purgedBytes);
+  const purged = decodeOptionalLogId(await readDefinedCell(purgedCell, path.join(groupDir, PURGED_CELL), id));
   const log = await openSegmentedLog(path.join(groupDir, LOG_DIR), {
     fs: s.fs,
     segmentBytes: s.segmentBytes,

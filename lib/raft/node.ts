@@ -9,7 +9,9 @@
 // references the logs hold, for `seglog verify`). Guarantees:
 // - A group id never becomes a path as is: a group lives in `groups/<sha256(id)>/`, with its id
 //   in a checksummed GROUP file. A new group is built under a temporary name and renamed into
-//   place (then the directory synced): a crash leaves it whole or absent; open removes leftovers.
+//   place (then the directory synced): a crash leaves it whole or absent; open removes leftovers
+//   (never through a symbolic link). A node or group directory that lost one of its defining
+//   files or directories is CORRUPT naming it, never a store made again over the rest.
 // - Open runs, for every group, in this order: (1) the vote and committed cells; (2) the log's
 //   state, finishing a purge whose purged id was durable before its entries were dropped; (3) the
 //   newest snapshot and the applied journal (applied position, membership, plugin state); (4)
@@ -21,10 +23,11 @@
 
 import { lockDirectory } from '../fs/lock.js';
 import { makeDirectories } from '../fs/make-dirs.js';
+import { ownEntry } from '../fs/own-entry.js';
 import * as path from 'node:path';
 
-import { closed, fromIo } from '../errors.js';
-import type { FileHandle } from '../fs/types.js';
+import { closed, corrupt, fromIo } from '../errors.js';
+import type { FileHandle, FileSystem } from '../fs/types.js';
 import { openPayloadStore, type FsPayloadStore } from '../payloads/index.js';
 import { GROUPS_DIR, GROUP_TEMP_PREFIX, NODE_LOCK, PAYLOADS_DIR, groupDirName, isGroupDirName, readGroupFile, removeTree, validateGroupId } from './fs-layout.js';
 import { createGroupDir } from './group-create.js';
@@ -75,6 +78,7 @@ export async function openRaftNode<P extends StateMachinePlugin<unknown> = KvPlu
   let node: Node<P> | null = null;
   try {
     const index = new PayloadNameIndex();
+    await prepareNodeLayout(fs, dir);
     const payloads = await openPayloadStore(path.join(dir, PAYLOADS_DIR), {
       fs,
       clock: options.clock,
@@ -90,6 +94,38 @@ export async function openRaftNode<P extends StateMachinePlugin<unknown> = KvPlu
     else await lock.close().catch(() => undefined);
     throw err;
   }
+}
+
+/**
+ * The node's own directories, checked before anything in them is opened: `groups/` is made
+ * (and the node directory synced) before the payload store, so a node directory that holds a
+ * payload store but no `groups/`, or groups but no payload store, lost a defining directory:
+ * CORRUPT naming it (never a new, empty node over what is left). Neither may be a link.
+ */
+async function prepareNodeLayout(fs: FileSystem, dir: string): Promise<void> {
+  const groupsDir = path.join(dir, GROUPS_DIR);
+  const payloadsDir = path.join(dir, PAYLOADS_DIR);
+  const groups = await ownEntry(fs, groupsDir, 'raft node groups directory');
+  const payloads = await ownEntry(fs, payloadsDir, 'raft node payload store directory');
+  if (groups === null) {
+    if (payloads !== null) throw corrupt(`raft node ${dir} holds a payload store but no ${GROUPS_DIR}/ directory`, { path: groupsDir });
+    try {
+      await fs.mkdir(groupsDir);
+      await fs.syncDir(dir);
+    } catch (err) {
+      throw fromIo(err, 'create groups directory', groupsDir);
+    }
+    return;
+  }
+  if (!groups.isDirectory) throw corrupt(`raft node ${dir}: ${GROUPS_DIR} is not a directory`, { path: groupsDir });
+  if (payloads !== null) return;
+  let names: string[];
+  try {
+    names = await fs.readdir(groupsDir);
+  } catch (err) {
+    throw fromIo(err, 'list', groupsDir);
+  }
+  if (names.some((n) => isGroupDirName(n))) throw corrupt(`raft node ${dir} holds groups but no ${PAYLOADS_DIR}/ payload store`, { path: payloadsDir });
 }
 
 /**
@@ -143,8 +179,6 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
     const fs = this.#settings.fs;
     let names: string[];
     try {
-      await fs.mkdir(this.#groupsDir);
-      await fs.syncDir(this.dir);
       names = await fs.readdir(this.#groupsDir);
     } catch (err) {
       throw fromIo(err, 'open groups directory', this.#groupsDir);
@@ -152,6 +186,8 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
     const groupNames: string[] = [];
     for (const name of names.sort()) {
       const groupDir = path.join(this.#groupsDir, name);
+      // Never through a link: a group directory or a leftover is this node's own, or damage.
+      await ownEntry(fs, groupDir, 'raft group directory');
       if (name.startsWith(GROUP_TEMP_PREFIX)) {
         // A creation that did not reach its rename: nothing in it was ever acknowledged.
         await removeTree(fs, groupDir);
@@ -206,7 +242,7 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
 
   /** Builds the group's directory (committed by a rename), then opens it. */
   async #createGroup(id: string): Promise<OpenGroup<P>> {
-    const groupDir = await createGroupDir(this.#settings.fs, this.#groupsDir, id);
+    const groupDir = await createGroupDir(this.#settings, this.#groupsDir, id);
     return recoverGroup(this.#parts, id, groupDir);
   }
 

@@ -21,7 +21,7 @@
 
 import { crc32 } from 'node:zlib';
 
-import { corrupt, invalid } from '../errors.js';
+import { corrupt, invalid, type SeglogError } from '../errors.js';
 import { ChunkQueue } from './chunk-queue.js';
 import { ByteReader, ByteWriter, readOptionalLogId, readStoredMembership, writeOptionalLogId, writeStoredMembership } from './codec.js';
 import type { StateMachinePlugin, StateMachinePluginFactory } from './plugin.js';
@@ -205,9 +205,11 @@ export function newPlugin<P extends StateMachinePlugin<unknown>>(factory: StateM
 }
 
 /**
- * Reads a snapshot stream into a fresh plugin: checks the plugin name (INVALID), the embedded
- * metadata against `expect` when given (INVALID), restores, and checks the end marker, the
- * checksum and that the plugin read everything (CORRUPT) before answering.
+ * Reads a snapshot stream into a fresh plugin: checks the plugin name and the embedded metadata
+ * against `expect` when given, restores, and checks the end marker, the checksum and that the
+ * plugin read everything (CORRUPT) before answering. A name or metadata that differs is INVALID
+ * only once the whole stream has passed its checksum (read through, not restored); a stream that
+ * fails it is CORRUPT, so damage to the header is never reported as another plugin's snapshot.
  */
 export async function restoreSnapshot<P extends StateMachinePlugin<unknown>>(
   factory: StateMachinePluginFactory<P>,
@@ -216,13 +218,19 @@ export async function restoreSnapshot<P extends StateMachinePlugin<unknown>>(
 ): Promise<{ plugin: P; meta: SnapshotMeta }> {
   const plugin = newPlugin(factory);
   const reader = await readSnapshotStream(source);
+  let mismatch: SeglogError | null = null;
   if (reader.header.plugin !== plugin.name) {
-    throw invalid(`snapshot was written by plugin ${JSON.stringify(reader.header.plugin)}, this state machine runs ${JSON.stringify(plugin.name)}`);
-  }
-  if (expect !== null) {
+    mismatch = invalid(`snapshot was written by plugin ${JSON.stringify(reader.header.plugin)}, this state machine runs ${JSON.stringify(plugin.name)}`);
+  } else if (expect !== null) {
     const want = encodeSnapshotHeader({ plugin: plugin.name, meta: expect });
     const got = encodeSnapshotHeader(reader.header);
-    if (Buffer.compare(want, got) !== 0) throw invalid('snapshot bytes carry other metadata than the meta given to installSnapshot');
+    if (Buffer.compare(want, got) !== 0) mismatch = invalid('snapshot bytes carry other metadata than the meta given to installSnapshot');
+  }
+  if (mismatch !== null) {
+    // A name or metadata that differs may be a damaged header: the checksum, at the stream's end,
+    // says which. Damage is CORRUPT; only an intact stream of another plugin (or meta) is INVALID.
+    await reader.finish();
+    throw mismatch;
   }
   try {
     await plugin.restore(reader.body);

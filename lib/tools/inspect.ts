@@ -77,16 +77,19 @@ function line(root: string, d: Described): string[] {
   }
 }
 
-/** A Raft cell's decoded value: undefined when its file does not exist, null when it holds none. */
+/**
+ * A Raft cell's decoded value: undefined when its file does not exist (every group holds its
+ * cells from its creation on: verify reports it missing), null when it holds none.
+ */
 function logIdText(v: unknown): string {
-  if (v === undefined) return 'never written';
+  if (v === undefined) return 'missing';
   if (v === null) return 'none';
   const id = v as { leaderId: { term: number; nodeId: number }; index: number };
   return `index ${id.index} (term ${id.leaderId.term}, node ${id.leaderId.nodeId})`;
 }
 
 function voteText(v: unknown): string {
-  if (v === undefined) return 'never written';
+  if (v === undefined) return 'missing';
   if (v === null) return 'none';
   const vote = v as { leaderId: { term: number; nodeId: number }; committed: boolean };
   return `term ${vote.leaderId.term} for node ${vote.leaderId.nodeId} (${vote.committed ? 'committed' : 'not committed'})`;

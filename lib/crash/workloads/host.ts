@@ -410,6 +410,8 @@ async function check(state: CrashState, model: Model, _stripes: number, options:
   if (!(await disk.stat(`${DIR}/FORMAT`))) {
     // The realm was never created durably: nothing can have been acknowledged.
     if (acked.size > 0 || tokens.length > 0) throw new Error(`the realm is missing although ${acked.size} batch(es) were acknowledged`);
+    // A creation cut short is a new realm (its leftover never taken for damage): it opens.
+    await (await openFsHostStore(DIR, afterCrash(disk, 'checker-new'))).close();
     return;
   }
   const first = await openFsHostStore(DIR, afterCrash(disk, 'checker-1'));

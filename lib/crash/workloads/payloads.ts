@@ -31,7 +31,7 @@ import * as path from 'node:path';
 import { ManualClock } from '../../clock.js';
 import { FaultyFs, type PathPattern } from '../../fs/faulty.js';
 import { MemoryFs, type FsCallKind, type TraceEntry } from '../../fs/memory.js';
-import type { FileHandle, FileStat, FileSystem, OpenMode } from '../../fs/types.js';
+import type { EntryStat, FileHandle, FileStat, FileSystem, OpenMode } from '../../fs/types.js';
 import { openPayloadStore, type FsPayloadStore } from '../../payloads/index.js';
 import { randomInt } from '../determinism.js';
 import type { CrashState } from '../explore.js';
@@ -200,6 +200,9 @@ class PlantFs implements FileSystem {
   }
   stat(p: string): Promise<FileStat | null> {
     return this.#inner.stat(p);
+  }
+  lstat(p: string): Promise<EntryStat | null> {
+    return this.#inner.lstat(p);
   }
   async syncDir(dir: string): Promise<void> {
     const pending = this.#changed.delete(dir);

@@ -16,6 +16,8 @@
 
 import * as path from 'node:path';
 import { openCell, type Cell } from '../../../cells/index.js';
+import { corrupt } from '../../errors.js';
+import { isMissing } from '../../fs/errno.js';
 import type { FileHandle } from '../../fs/types.js';
 import { HostStoreError } from '../errors.js';
 import type { AcquireMode, FenceGrant } from '../types.js';
@@ -40,15 +42,43 @@ async function withFence<T>(r: RealmHandle, fn: (state: FenceState | null, cell:
   let lock: FileHandle | null = null;
   let cell: Cell | null = null;
   try {
-    lock = await fs.open(path.join(r.dir, FENCE_DIR, FENCE_LOCK_FILE), 'write');
+    const lockFile = path.join(r.dir, FENCE_DIR, FENCE_LOCK_FILE);
+    lock = await fs.open(lockFile, 'write').catch((err: unknown) => {
+      // Made with the realm, never removed: a realm without it lost it.
+      if (isMissing(err)) throw corrupt(`${lockFile} is missing (it is made with the realm)`, { file: lockFile });
+      throw err;
+    });
     await lockWithin(lock, r.s.lockWaitMs, 'the fence');
-    cell = await openCell(path.join(r.dir, FENCE_DIR, FENCE_STATE_FILE), { fs });
+    const stateFile = path.join(r.dir, FENCE_DIR, FENCE_STATE_FILE);
+    cell = await openCell(stateFile, { fs });
     const raw = await cell.read();
-    return await fn(raw === null ? null : decodeFenceState(raw, path.join(r.dir, FENCE_DIR, FENCE_STATE_FILE)), cell);
+    if (raw === null) checkNeverAcquired(r, stateFile);
+    return await fn(raw === null ? null : decodeFenceState(raw, stateFile), cell);
   } finally {
     if (cell !== null) await cell.close().catch(() => undefined);
     if (lock !== null) await lock.close().catch(() => undefined);
   }
+}
+
+/**
+ * A realm without a fence state has never been acquired: no token was issued, so no stripe holds
+ * a FENCE record and no checkpoint position a token. A realm whose stripes or checkpoint show one
+ * lost its fence state: CORRUPT (answering from nothing would issue a token a writer holds).
+ */
+function checkNeverAcquired(r: RealmHandle, stateFile: string): void {
+  const seen = Math.max(0, ...r.stripes.map((st) => st.cursor.fence), ...r.checkpoint.positions.map((p) => p.fence));
+  if (seen > 0) throw corrupt(`${stateFile} is missing, though the realm's stripes show token ${seen} was issued`, { file: stateFile, token: seen });
+}
+
+/**
+ * At open: the fence's files as the realm's creation and its acquires left them — `fence/lock`
+ * present, `fence/state` present once any token was issued. CORRUPT naming the one lost.
+ */
+export async function checkFenceFiles(r: RealmHandle): Promise<void> {
+  const lockFile = path.join(r.dir, FENCE_DIR, FENCE_LOCK_FILE);
+  const stateFile = path.join(r.dir, FENCE_DIR, FENCE_STATE_FILE);
+  if ((await r.fs.stat(lockFile)) === null) throw corrupt(`${lockFile} is missing (it is made with the realm)`, { file: lockFile });
+  if ((await r.fs.stat(stateFile)) === null) checkNeverAcquired(r, stateFile);
 }
 
 /** What is left of the recorded lease, in ms; 0 when its holder is not live. */

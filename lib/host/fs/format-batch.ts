@@ -140,8 +140,8 @@ export interface BatchOut {
 }
 
 /** Decodes a BATCH payload (which passed its frame checksum). Throws CORRUPT when it does not parse. */
-export function decodeBatchPayload(b: Uint8Array, where: string): BatchOut {
-  const bad = (why: string): Error => corrupt(`${where}: batch record ${why}`, { where });
+export function decodeBatchPayload(b: Uint8Array, where: string, at?: { file: string; offset: number }): BatchOut {
+  const bad = (why: string): Error => corrupt(`${where}: batch record ${why}`, { where, ...at });
   const end = b.length;
   const need = (p: number, n: number): void => {
     if (p + n > end) throw bad('is truncated');

@@ -174,7 +174,7 @@ export class HomeRows {
         await h.close().catch(() => undefined);
       }
     }
-    if (i < to) throw corrupt(`home ${dir}: row files end at ${i}, before ${to}`, { dir });
+    if (i < to) throw corrupt(`home ${dir}: row files end at ${i}, before ${to}`, { dir, file: path.join(dir, 'state'), index: i });
   }
 
   /** The offset table of `ref`'s file, holding at least `need` frames. */
@@ -441,7 +441,7 @@ export class HomeBuilder {
     const fs = this.#fs;
     await this.#closeOpen();
     await this.#ensureDir();
-    if (this.#files.length > MAX_ROW_FILES) throw corrupt(`home ${this.dir} would need more than ${MAX_ROW_FILES} row files`, { dir: this.dir });
+    if (this.#files.length > MAX_ROW_FILES) throw corrupt(`home ${this.dir} would need more than ${MAX_ROW_FILES} row files`, { dir: this.dir, file: path.join(this.dir, 'state') });
     // The head: none (deleted or cleared), the new one, or the old one kept.
     let headValue: { head: Uint8Array | null; headGen: string | null; headLength: number; headCrc: number };
     const newHead = this.#deleted || this.#headCleared ? null : this.#newHead;
@@ -450,7 +450,7 @@ export class HomeBuilder {
     else if (this.old !== null && !this.old.deleted) {
       headValue = { head: this.old.head, headGen: this.old.headGen, headLength: this.old.headLength, headCrc: this.old.headCrc };
     } else {
-      throw corrupt(`home ${this.dir}: a scope without a head`, { dir: this.dir });
+      throw corrupt(`home ${this.dir}: a scope without a head`, { dir: this.dir, file: path.join(this.dir, 'state') });
     }
     // An inline head goes to a blob file when it is a new head longer than INLINE_HEAD_BYTES, or
     // when the whole value would not fit the cell (a long name, a long commit id and many row

@@ -9,12 +9,13 @@
 
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { openCell, peekCell } from '../../../cells/index.js';
-import { invalid } from '../../errors.js';
+import { cellTempPath, openCell, peekCell } from '../../../cells/index.js';
+import { corrupt, fromIo, invalid } from '../../errors.js';
 import { isExists } from '../../fs/errno.js';
 import type { FileHandle, FileSystem } from '../../fs/types.js';
 import { HostStoreError } from '../errors.js';
 import {
+  decodeCheckpoint,
   decodeFormat,
   encodeCheckpoint,
   encodeFormat,
@@ -35,6 +36,7 @@ import {
 } from './format.js';
 import { lockWithin } from './realm-locks.js';
 import { createStripeFile, stripeDir } from './stripe-files.js';
+import { stripeFileName } from './format-names.js';
 
 /** What creating or opening a realm's defining files needs of the handle's settings (RealmSettings). */
 export interface RealmFileSettings {
@@ -74,6 +76,8 @@ export async function ensureRealm(dir: string, s: RealmFileSettings): Promise<Re
     await lockWithin(lock, s.lockWaitMs, `the realm ${dir}`);
     const again = await peekCell(fs, formatFile);
     if (again !== null) return checkStripes(decodeFormat(again, formatFile), s);
+    // No FORMAT, and no creation can run beside us now: what is here must be a creation's leftover.
+    await checkCreationLeftover(fs, dir);
     const stripes = s.stripes ?? 4;
     const format: RealmFormat = { stripes, realmId: Uint8Array.from(randomBytes(16)) };
     const start: Position = { seq: 0, offset: STRIPE_HEADER_BYTES, lsn: 1, fence: 0 };
@@ -115,6 +119,67 @@ export async function ensureRealm(dir: string, s: RealmFileSettings): Promise<Re
     return format;
   } finally {
     await lock.close().catch(() => undefined);
+  }
+}
+
+/** What a creation writes in a realm directory before FORMAT (and the cells' first-write temporaries). */
+const CREATION_ENTRIES = new Set(['fence', 'stripes', 'scopes', 'checkpoint', path.basename(cellTempPath('/checkpoint')), path.basename(cellTempPath('/FORMAT'))]);
+const STRIPE_CREATION_ENTRIES = new Set([stripeFileName(0), 'lock', 'gate', 'published']);
+/** Bytes after a first stripe file's header that must be zero in a creation's leftover (a record starts there). */
+const FIRST_RECORD_PROBE = 64;
+
+/**
+ * A realm directory without FORMAT is a new realm, or a creation that stopped before its FORMAT
+ * (the commit point): then it holds only what creation writes, each part as creation leaves it —
+ * `fence/lock` alone, an empty `scopes/`, per stripe its first file with no record and its lock,
+ * gate and note, a checkpoint of round 0 at the start. Anything else (a fence state, a home, a
+ * record, a later stripe file, a checkpoint that moved, a foreign file) means a realm that lost
+ * its FORMAT: CORRUPT naming FORMAT (and, as `found`, what shows the realm existed). Creating
+ * again would cut the first stripe files and rewrite the checkpoint: acknowledged scopes would
+ * vanish.
+ */
+async function checkCreationLeftover(fs: FileSystem, dir: string): Promise<void> {
+  const formatFile = path.join(dir, 'FORMAT');
+  const lost = (found: string, why: string): Error =>
+    corrupt(`realm ${dir} has no FORMAT but ${why} (${found}): its FORMAT was lost; a realm is never created again over what is left`, { file: formatFile, found });
+  const list = async (d: string): Promise<string[]> => {
+    try {
+      return await fs.readdir(d);
+    } catch (err) {
+      if ((err as { code?: unknown }).code === 'ENOENT') return [];
+      throw fromIo(err, 'list', d);
+    }
+  };
+  for (const n of await list(dir)) if (!CREATION_ENTRIES.has(n)) throw lost(path.join(dir, n), 'it holds a file no creation writes');
+  for (const n of await list(path.join(dir, 'fence'))) if (n !== 'lock') throw lost(path.join(dir, 'fence', n), 'it holds a fence state');
+  for (const n of await list(path.join(dir, 'scopes'))) throw lost(path.join(dir, 'scopes', n), 'it holds a scope home');
+  for (const k of await list(path.join(dir, 'stripes'))) {
+    const sd = path.join(dir, 'stripes', k);
+    for (const n of await list(sd)) {
+      if (!STRIPE_CREATION_ENTRIES.has(n)) throw lost(path.join(sd, n), 'it holds a stripe file beyond the first');
+    }
+    const first = path.join(sd, stripeFileName(0));
+    if ((await fs.stat(first)) === null) continue;
+    const probe = new Uint8Array(FIRST_RECORD_PROBE);
+    let n: number;
+    try {
+      const h = await fs.open(first, 'read');
+      try {
+        n = await h.read(probe, STRIPE_HEADER_BYTES);
+      } finally {
+        await h.close();
+      }
+    } catch (err) {
+      throw fromIo(err, 'read', first);
+    }
+    if (probe.subarray(0, n).some((b) => b !== 0)) throw lost(first, 'a stripe holds a record');
+  }
+  const checkpointFile = path.join(dir, 'checkpoint');
+  const value = await peekCell(fs, checkpointFile);
+  if (value !== null) {
+    const c = decodeCheckpoint(value, value.length >= 8 ? value[6]! | (value[7]! << 8) : 0, checkpointFile);
+    const moved = c.round !== 0 || c.positions.some((p) => p.seq !== 0 || p.offset !== STRIPE_HEADER_BYTES || p.lsn !== 1 || p.fence !== 0);
+    if (moved) throw lost(checkpointFile, `its checkpoint is at round ${c.round}`);
   }
 }
 

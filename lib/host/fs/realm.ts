@@ -37,8 +37,10 @@ import {
   type HomeValue,
   type RealmFormat,
 } from './format.js';
+import { STRIPE_GATE_FILE, STRIPE_LOCK_FILE } from './format-names.js';
 import { HomeRows, readHome, scopeDirOf } from './home.js';
 import { ensureRealm } from './realm-create.js';
+import { checkFenceFiles } from './fence.js';
 import { StripeLocks } from './realm-locks.js';
 import { Stripe, type HostMistakes, type LockUse } from './stripe.js';
 import { StripeGone } from './stripe-files.js';
@@ -78,6 +80,25 @@ export class BackOff extends Error {
 export { peekCell };
 
 
+/**
+ * At open: every stripe's lock and gate files, made with the realm and never removed, are there
+ * (the note is read at open already). CORRUPT naming the one lost: made again, a second writer
+ * could lock a new file while the first holds the lost one.
+ */
+async function checkStripeFiles(fs: FileSystem, dirs: readonly string[]): Promise<void> {
+  for (const d of dirs) {
+    for (const name of [STRIPE_LOCK_FILE, STRIPE_GATE_FILE]) {
+      const file = path.join(d, name);
+      if ((await fs.stat(file)) === null) throw corrupt(`${file} is missing (it is made with the realm)`, { file });
+    }
+  }
+}
+
+/** A stripe file that the current checkpoint (or the records after it) names, missing: damage. */
+function missingStripeFile(err: StripeGone, round: number): Error {
+  return corrupt(`stripe file ${err.file} is missing, though the realm's checkpoint (round ${round}) reaches it`, { file: err.file });
+}
+
 /** The handle's machinery (see the module header). */
 export class RealmHandle {
   readonly dir: string;
@@ -111,7 +132,22 @@ export class RealmHandle {
 
   static async open(dir: string, s: RealmSettings): Promise<RealmHandle> {
     const format = await ensureRealm(dir, s);
-    const checkpoint = await readCheckpoint(s.fs, dir, format.stripes);
+    for (let attempt = 0; ; attempt++) {
+      const checkpoint = await readCheckpoint(s.fs, dir, format.stripes);
+      try {
+        return await RealmHandle.#openAt(dir, s, format, checkpoint);
+      } catch (err) {
+        if (!(err instanceof StripeGone)) throw err;
+        // A checkpoint that moved meanwhile removed the file (try again from it); one that did
+        // not names a stripe file that is missing.
+        const now = await readCheckpoint(s.fs, dir, format.stripes);
+        if (now.round === checkpoint.round) throw missingStripeFile(err, checkpoint.round);
+        if (attempt >= 3) throw err;
+      }
+    }
+  }
+
+  static async #openAt(dir: string, s: RealmSettings, format: RealmFormat, checkpoint: CheckpointValue): Promise<RealmHandle> {
     const stripes: Stripe[] = [];
     // One estimate for the handle: its stripes share the disk.
     const syncs = new InlineSyncPolicy(s.inlineSyncBelowMs);
@@ -142,6 +178,8 @@ export class RealmHandle {
       for (const st of stripes) await handle.#recoverBoot(st);
       await handle.catchUpAll();
       await handle.scanHomeDirs();
+      await checkFenceFiles(handle);
+      await checkStripeFiles(s.fs, stripes.map((st) => st.dir));
     } catch (err) {
       await handle.closeFiles();
       throw err;
@@ -219,7 +257,7 @@ export class RealmHandle {
         await sleep(attempt < 5 ? 0 : 1);
         pub = await st.readPublished();
       }
-      if (pub === null) throw corrupt(`stripe ${j}: the published note is unreadable`, { stripe: j });
+      if (pub === null) throw corrupt(`stripe ${j}: the published note is unreadable`, { stripe: j, file: path.join(st.dir, 'published'), offset: 0 });
       if (pub.lsn <= st.cursor.lsn) return;
       const res = await st.scan(st.cursor, st.cursorSalt, pub);
       for (const rec of res.recs) this.view.add(rec);
@@ -279,13 +317,18 @@ export class RealmHandle {
    * checkpoint and tries again. `settle`: the caller is a load (see `#settleUnpublished`).
    */
   async catchUpAll(only?: readonly number[], settle = false): Promise<void> {
+    let jumpedTo: number | null = null;
     for (let attempt = 0; ; attempt++) {
       try {
         await Promise.all((only ?? this.stripes.map((_, k) => k)).map((k) => this.catchUp(k, settle)));
         return;
       } catch (err) {
-        if (!(err instanceof StripeGone) || attempt >= 3) throw err;
+        if (!(err instanceof StripeGone)) throw err;
+        // Gone after a jump to a checkpoint that did not move since: the file it names is missing.
+        if (jumpedTo !== null && jumpedTo === this.checkpoint.round) throw missingStripeFile(err, this.checkpoint.round);
+        if (attempt >= 3) throw err;
         await this.jump();
+        jumpedTo = this.checkpoint.round;
       }
     }
   }
@@ -393,7 +436,8 @@ export class RealmHandle {
     try {
       fanouts = await this.fs.readdir(root);
     } catch (err) {
-      if (isMissing(err)) return;
+      // scopes/ is made with the realm, before its FORMAT: a realm without it lost every home.
+      if (isMissing(err)) throw corrupt(`realm ${this.dir} has no scopes/ directory`, { file: root });
       throw err;
     }
     await Promise.all(
@@ -431,7 +475,7 @@ export class RealmHandle {
     }
     const home = await readHome(this.fs, dir);
     if (home !== null && (home.kind !== e.kind || home.name !== e.name)) {
-      throw corrupt(`home of ${e.kind} scope ${JSON.stringify(e.name)} names another scope`, { dir: this.scopeDir(e) });
+      throw corrupt(`home of ${e.kind} scope ${JSON.stringify(e.name)} names another scope`, { dir: this.scopeDir(e), file: path.join(this.scopeDir(e), 'state') });
     }
     this.view.setHome(e, home);
     return home;

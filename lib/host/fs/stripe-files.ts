@@ -12,6 +12,7 @@
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { FileHandle, FileSystem, OpenMode } from '../../fs/types.js';
+import { corrupt } from '../../errors.js';
 import { isMissing } from '../../fs/errno.js';
 import { encodeStripeHeader, STRIPE_HEADER_BYTES, stripeFileName, STRIPES_DIR } from './format.js';
 
@@ -161,7 +162,12 @@ export class LazyHandle {
 
   get(): Promise<FileHandle> {
     if (this.#opening === null) {
-      const opening = this.fs.open(this.file, this.mode).then((h) => {
+      const opened = this.fs.open(this.file, this.mode).catch((err: unknown) => {
+        // A file opened without 'create' is one the realm's creation made and nothing removes.
+        if (this.mode !== 'create' && isMissing(err)) throw corrupt(`${this.file} is missing (it is made with the realm)`, { file: this.file });
+        throw err;
+      });
+      const opening = opened.then((h) => {
         if (this.#opening === opening) this.current = h;
         else void h.close().catch(() => undefined); // closed while opening
         return h;

@@ -148,7 +148,7 @@ export async function scanStripe(src: ScanSource, from: Position, fromSalt: numb
     const payloadAt = at + FRAME_HEADER_BYTES;
     const type = view[payloadAt];
     if (type === REC_BATCH) {
-      const batch = decodeBatchPayload(view.subarray(payloadAt, payloadAt + len), `${file()}@${offset}`);
+      const batch = decodeBatchPayload(view.subarray(payloadAt, payloadAt + len), `${file()}@${offset}`, { file: file(), offset });
       if (batch.token >= fence) recs.push(recOf(src.index, seq, offset, lsn, fence, batch));
       offset += frameBytes;
       lsn++;

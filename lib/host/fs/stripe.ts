@@ -132,8 +132,10 @@ export class Stripe {
   constructor(cfg: StripeConfig, start: Position, startSalt: number) {
     this.cfg = cfg;
     this.dir = stripeDir(cfg.realm, cfg.index);
-    this.#lock = new LazyHandle(cfg.fs, path.join(this.dir, STRIPE_LOCK_FILE), 'create');
-    this.#gate = new LazyHandle(cfg.fs, path.join(this.dir, STRIPE_GATE_FILE), 'create');
+    // Made with the realm and never removed: one missing is CORRUPT (made again, a second writer
+    // could lock a new file while the first holds the lost one).
+    this.#lock = new LazyHandle(cfg.fs, path.join(this.dir, STRIPE_LOCK_FILE), 'write');
+    this.#gate = new LazyHandle(cfg.fs, path.join(this.dir, STRIPE_GATE_FILE), 'write');
     this.#published = new LazyHandle(cfg.fs, path.join(this.dir, PUBLISHED_FILE), 'write');
     this.#readers = new ReadHandles(cfg.fs, (seq) => this.fileOf(seq));
     this.#scanSource = {

@@ -19,7 +19,7 @@
 // - `close()` ends the store's own pool, never a pool it was given.
 
 import type { Pool, PoolClient, QueryResult } from 'pg';
-import { SeglogError } from '../../errors.js';
+import { SeglogError, corrupt } from '../../errors.js';
 import type { CommitBatch } from '../batch.js';
 import { HostStoreError } from '../errors.js';
 import { belowFirstRow, checkHolderId, checkTiming } from '../guards.js';
@@ -68,7 +68,7 @@ async function loadPg(): Promise<PgModule> {
 /** int8 columns as safe JavaScript integers (every version, index and token is one). */
 function toSafeInt(text: string): number {
   const n = BigInt(text);
-  if (n > MAX_SAFE || n < -MAX_SAFE) throw HostStoreError.unavailable(`the database holds ${text}, beyond the safe integers`);
+  if (n > MAX_SAFE || n < -MAX_SAFE) throw HostStoreError.damaged(corrupt(`the database holds ${text} in an int8 column, beyond the safe integers`, { value: text }));
   return Number(n);
 }
 
@@ -438,7 +438,7 @@ function decodeName(bytes: Buffer): string {
   try {
     return decoder.decode(bytes);
   } catch (err) {
-    throw new SeglogError('CORRUPT', `a scope name in the database is not UTF-8 (${bytes.toString('hex')})`, { cause: err });
+    throw HostStoreError.damaged(new SeglogError('CORRUPT', `a scope name in the database is not UTF-8 (${bytes.toString('hex')})`, { cause: err, details: { table: 'scopes', column: 'name', value: bytes.toString('hex') } }));
   }
 }
 
@@ -479,6 +479,9 @@ function checkSchemaName(schema: unknown): string {
   return name;
 }
 
+/** The tables of a realm (schema.ts creates them in one transaction). */
+const REALM_TABLES = ['seglog_meta', 'fence', 'lease', 'scopes', 'rows'];
+
 /** Creates the realm's tables on first use; refuses a realm whose schema version is newer than this code's. */
 async function ensureSchema(pool: Pool, schema: string): Promise<void> {
   const s = quoteIdent(schema);
@@ -490,14 +493,20 @@ async function ensureSchema(pool: Pool, schema: string): Promise<void> {
   try {
     const read = async (): Promise<number | null> => {
       // The catalog read through a snapshot (not the cache), so a schema just made by another open shows.
-      const exists = await client.query(
-        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'seglog_meta') AS present",
-        [schema],
+      const found = await client.query(
+        "SELECT c.relname AS name FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r' AND c.relname = ANY($2::text[])",
+        [schema, REALM_TABLES],
       );
-      if (!(exists.rows[0] as { present: boolean }).present) return null;
+      const tables = new Set((found.rows as { name: string }[]).map((r) => r.name));
+      if (!tables.has('seglog_meta')) {
+        // The realm's tables are made in one transaction, seglog_meta among them: one without it lost it.
+        if (tables.size > 0) throw HostStoreError.damaged(corrupt(`schema ${schema} holds realm tables (${[...tables].sort().join(', ')}) but no seglog_meta`, { schema, table: 'seglog_meta' }));
+        return null;
+      }
       const r = await client.query(`SELECT value::text AS v FROM ${s}.seglog_meta WHERE key = 'schema_version'`);
       const row = r.rows[0] as { v: string } | undefined;
-      return row === undefined ? null : Number(row.v);
+      if (row === undefined) throw HostStoreError.damaged(corrupt(`schema ${schema} has no seglog_meta version row`, { schema, table: 'seglog_meta' }));
+      return Number(row.v);
     };
     let version = await read();
     if (version === null) {
@@ -514,7 +523,7 @@ async function ensureSchema(pool: Pool, schema: string): Promise<void> {
       }
       version = await read();
     }
-    if (version === null) throw HostStoreError.unavailable(`schema ${schema} has no seglog_meta version row`);
+    if (version === null) throw HostStoreError.unavailable(`schema ${schema} has no realm after its creation`);
     if (version > SCHEMA_VERSION) {
       throw new SeglogError('VERSION_TOO_NEW', `the realm in schema ${schema} has schema version ${version}; this seglog reads up to ${SCHEMA_VERSION}`, {
         details: { schema, version, supported: SCHEMA_VERSION },

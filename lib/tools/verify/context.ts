@@ -8,7 +8,7 @@
 // Guarantees: reads are bounded (`readBounded` refuses a file longer than the caller's bound before
 // it allocates); a checker reports what it finds and goes on, it never throws at the first problem.
 
-import type { FileHandle, FileStat, FileSystem, OpenMode } from '../../fs/types.js';
+import type { EntryStat, FileHandle, FileStat, FileSystem, OpenMode } from '../../fs/types.js';
 
 /**
  * An `error` is damage a store cannot read past (its open or a read fails with CORRUPT, or
@@ -65,6 +65,9 @@ export class ReadOnlyFs implements FileSystem {
   }
   stat(p: string): Promise<FileStat | null> {
     return this.#inner.stat(p);
+  }
+  lstat(p: string): Promise<EntryStat | null> {
+    return this.#inner.lstat(p);
   }
   async mkdir(dir: string): Promise<void> {
     this.#refuse('create the directory', dir);

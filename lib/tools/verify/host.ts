@@ -33,7 +33,7 @@
 import * as path from 'node:path';
 import { crc32 } from 'node:zlib';
 import { DEFAULT_SLOT_BYTES } from '../../../cells/format.js';
-import { cellTempPath } from '../../../cells/index.js';
+import { cellTempPath, peekCell } from '../../../cells/index.js';
 import type { FileHandle } from '../../fs/types.js';
 import { scopeKey } from '../../host/names.js';
 import { MAX_ROW_BYTES, type ScopeKind } from '../../host/types.js';
@@ -1006,14 +1006,40 @@ export async function checkHostRealm(ctx: VerifyContext, dir: string, names: rea
   return claimed;
 }
 
-/** A realm directory without FORMAT: a creation that crashed (the next open creates it again). */
+/**
+ * A realm directory without FORMAT: a creation that crashed (the next open creates it again) when
+ * it holds only what a creation writes before FORMAT, each part as creation leaves it; anything
+ * more is a realm that lost its FORMAT, which open refuses (lib/host/fs/realm-create.ts): an error.
+ */
 async function checkUnformedRealm(ctx: VerifyContext, dir: string, names: readonly string[]): Promise<void> {
   const leftover = 'host realm without FORMAT: leftover of a creation that crashed (the next open creates the realm again over it)';
+  const lost = 'host realm without FORMAT, but a creation never writes this: the realm lost its FORMAT (open answers UNAVAILABLE with a CORRUPT cause)';
+  const creation = new Set([CHECKPOINT, FENCE, STRIPES, SCOPES, path.basename(cellTempPath(path.join(dir, CHECKPOINT))), path.basename(cellTempPath(path.join(dir, FORMAT)))]);
+  for (const n of names) if (!creation.has(n)) ctx.error(path.join(dir, n), lost);
+  if (names.includes(CHECKPOINT)) {
+    const file = path.join(dir, CHECKPOINT);
+    try {
+      const value = await peekCell(ctx.fs, file);
+      const round = value !== null && value.length >= 16 ? Number(new DataView(value.buffer, value.byteOffset + 8, 8).getBigUint64(0, true)) : 0;
+      if (round !== 0) ctx.error(file, `host realm without FORMAT, but its checkpoint is at round ${round}: the realm lost its FORMAT (open answers UNAVAILABLE with a CORRUPT cause)`);
+    } catch (err) {
+      if (err instanceof VerifyError) throw err;
+      ctx.error(file, `host realm without FORMAT: checkpoint: ${messageOf(err)}`);
+    }
+  }
   const walk = async (p: string): Promise<void> => {
     const st = await ctx.fs.stat(p);
     if (st === null) return;
     if (!st.isDirectory) {
+      if (path.basename(p) === 'state' && path.basename(path.dirname(p)) === FENCE) {
+        ctx.error(p, 'host realm without FORMAT, but it holds a fence state (a token was issued): the realm lost its FORMAT (open answers UNAVAILABLE with a CORRUPT cause)');
+        return;
+      }
       const seq = parseStripeFileName(path.basename(p));
+      if (seq !== null && seq !== 0) {
+        ctx.error(p, 'host realm without FORMAT, but it holds a stripe file beyond the first: the realm lost its FORMAT (open answers UNAVAILABLE with a CORRUPT cause)');
+        return;
+      }
       if (seq !== null && st.size > STRIPE_HEADER_BYTES) {
         const data = await withFile(ctx, p, 'stripe file', async (r) => (await r.firstNonZero(STRIPE_HEADER_BYTES, r.size)) >= 0);
         if (data === true) {

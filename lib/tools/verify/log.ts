@@ -75,6 +75,18 @@ interface SegmentReport {
   zeroBytes: number;
 }
 
+/** The header of a segment file, or null when it is short or torn. */
+async function readSegmentHeader(ctx: VerifyContext, file: string): Promise<ReturnType<typeof decodeSegmentHeader>> {
+  const h = await ctx.fs.open(file, 'read');
+  try {
+    const head = new Uint8Array(HEADER_BYTES);
+    const n = await h.read(head, 0);
+    return decodeSegmentHeader(head.subarray(0, n));
+  } finally {
+    await h.close().catch(() => undefined);
+  }
+}
+
 /** Checks the log in `dir`; `names` are its entries. Answers null when it cannot tell first/end. */
 export async function checkSegmentedLog(ctx: VerifyContext, dir: string, names: readonly string[], options: LogCheckOptions = {}): Promise<LogResult | null> {
   const role = options.role ?? 'log';
@@ -104,8 +116,12 @@ export async function checkSegmentedLog(ctx: VerifyContext, dir: string, names: 
       const file = path.join(dir, n);
       const st = await ctx.fs.stat(file);
       ctx.sawFile(st?.size ?? 0);
+      const header = p.kind === 'seg' && st !== null ? await readSegmentHeader(ctx, file) : null;
       if (p.kind === 'seg' && st !== null && st.size > HEADER_BYTES && !(await zerosFrom(ctx, file, HEADER_BYTES, st.size)).allZero) {
         ctx.error(file, `${role}: a segment holds data but the log has no MANIFEST (CORRUPT at open)`, HEADER_BYTES);
+      } else if (header !== null && header.generation > 1) {
+        // A creation's leftover is of manifest generation 1: a later one was named by a manifest.
+        ctx.error(file, `${role}: a segment of manifest generation ${header.generation} but the log has no MANIFEST (CORRUPT at open)`, 24);
       } else {
         ctx.warning(file, `${role}: leftover of a log creation that crashed before its first manifest (deleted at the next open)`);
       }

@@ -32,6 +32,7 @@ import {
   isFanoutName,
   isHexName,
   DIGEST_PREFIX,
+  HELD_SUFFIX,
 } from '../../payloads/format.js';
 import { cellTempPath } from '../../../cells/index.js';
 import { checkCellFile } from './cell.js';
@@ -98,7 +99,11 @@ export async function checkPayloadStore(ctx: VerifyContext, dir: string, names: 
   }
 
   const holders = new Map<string, number>();
-  for await (const { hex, file } of fanoutFiles(ctx, path.join(dir, REFS))) {
+  // A refcount file's marker: made after the file, removed before it (docs/payloads.md, "The marker").
+  const onMarker = (marked: string, marker: string, beside: boolean): void => {
+    if (!beside) ctx.error(path.join(path.dirname(marker), marked), `refcount file missing beside its marker ${marker}: the payload's holders were lost (CORRUPT when read)`);
+  };
+  for await (const { hex, file } of fanoutFiles(ctx, path.join(dir, REFS), onMarker)) {
     ctx.counts.refFiles++;
     const bytes = await ctx.readBounded(file, REFS_HEADER_BYTES + MAX_REFS_BODY_BYTES + 4, 'refcount file');
     if (bytes === null) continue;
@@ -123,15 +128,25 @@ export async function checkPayloadStore(ctx: VerifyContext, dir: string, names: 
  * The files `<root>/<hh>/<64 hex>` (blobs or refcount files), in name order, one fan-out directory
  * listed at a time; a misnamed entry is noted as unknown and passed over.
  */
-async function* fanoutFiles(ctx: VerifyContext, root: string): AsyncGenerator<{ hex: string; file: string }> {
+async function* fanoutFiles(
+  ctx: VerifyContext,
+  root: string,
+  onMarker?: (marked: string, marker: string, beside: boolean) => void,
+): AsyncGenerator<{ hex: string; file: string }> {
   for (const hh of (await listDir(ctx, root)).sort()) {
     const sub = path.join(root, hh);
     if (!isFanoutName(hh)) {
       ctx.unknown.push(sub);
       continue;
     }
-    for (const hex of (await listDir(ctx, sub)).sort()) {
+    const entries = await listDir(ctx, sub);
+    for (const hex of entries.sort()) {
       const file = path.join(sub, hex);
+      const marked = onMarker !== undefined && hex.endsWith(HELD_SUFFIX) ? hex.slice(0, -HELD_SUFFIX.length) : null;
+      if (marked !== null && isHexName(marked) && fanoutOf(marked) === hh) {
+        onMarker?.(marked, file, entries.includes(marked));
+        continue;
+      }
       if (!isHexName(hex) || fanoutOf(hex) !== hh) {
         ctx.unknown.push(file);
         continue;

@@ -1,6 +1,8 @@
 // Offline checks of Raft data (lib/raft/): snapshot files, and groups as lib/raft/fs-layout.ts
 // lays them out (a directory with `GROUP`, `log/`, `vote.cell`, `committed.cell`, `purged.cell`,
-// `sm/journal/`, `sm/snapshots/`).
+// `sm/journal/`, `sm/snapshots/`). Every file a group holds from its creation on must be there, and
+// a journal that dropped entries (or a purged log) needs a snapshot beside it: errors otherwise,
+// as open answers CORRUPT rather than serve a state that went back.
 //
 // Owns: `isSnapshotFile` + `checkSnapshotFile` (the stream format of lib/raft/snapshot-format.ts,
 // read with its own streaming reader: magic, header, frames, end marker, CRC), and
@@ -17,7 +19,11 @@
 import * as path from 'node:path';
 import { decodeEntry, decodeOptionalLogId, decodeVote } from '../../raft/codec.js';
 import { readSnapshotStream } from '../../raft/snapshot-format.js';
-import { readGroupFile } from '../../raft/fs-layout.js';
+import { parseSnapshotFileName, readGroupFile } from '../../raft/fs-layout.js';
+import { GROUP_DEFINING_FILES, NO_VOTE } from '../../raft/group-create.js';
+import { peekCell } from '../../../cells/index.js';
+import { decodeManifest } from '../../../segments/format.js';
+import { MANIFEST_SLOT_BYTES } from '../../../segments/manifest.js';
 import { checkCellFile } from './cell.js';
 import { checkSegmentedLog } from './log.js';
 import { ReferenceCheckpointCheck } from './raft-references.js';
@@ -66,8 +72,56 @@ export async function checkSnapshotFile(ctx: VerifyContext, file: string): Promi
   }
 }
 
+/** A group directory: its GROUP file, or (that file lost) its log beside one of its cells. */
 export function isRaftGroupDirectory(names: readonly string[]): boolean {
-  return names.includes('log') && names.includes('vote.cell');
+  return names.includes('GROUP') || (names.includes('log') && GROUP_CELLS.some((c) => names.includes(c)));
+}
+
+const GROUP_CELLS = ['vote.cell', 'committed.cell', 'purged.cell'];
+
+/** The vote cell's value: empty before the first vote (lib/raft/group-create.ts), else a vote. */
+function decodeVoteCell(bytes: Uint8Array): unknown {
+  return bytes.length === NO_VOTE.length ? null : decodeVote(bytes);
+}
+
+/**
+ * Every file a group holds from its creation on (GROUP_DEFINING_FILES): one missing is an error,
+ * since open answers CORRUPT rather than make it again empty (a log without its entries, a vote,
+ * a committed or a purged id gone back).
+ */
+async function checkDefiningFiles(ctx: VerifyContext, dir: string): Promise<void> {
+  for (const name of GROUP_DEFINING_FILES) {
+    if (name === 'GROUP') continue;
+    const file = path.join(dir, name);
+    if ((await ctx.fs.stat(file)) === null) ctx.error(file, `raft group: ${name} is missing; every group holds it from its creation on (CORRUPT at open)`);
+  }
+}
+
+/**
+ * The applied journal drops entries only once a snapshot holding them is durable, and the current
+ * snapshot is only ever replaced by a newer one: a journal that starts after 0 beside no snapshot
+ * lost the snapshot (CORRUPT at open). A purged id beside no snapshot means the entries the
+ * purge removed are held by nothing on this node: an error too (the engine purges only what a
+ * snapshot holds).
+ */
+async function checkSnapshotPresence(ctx: VerifyContext, dir: string, purged: unknown): Promise<void> {
+  const snapDir = path.join(dir, 'sm', 'snapshots');
+  const names = (await ctx.fs.stat(snapDir)) === null ? [] : await ctx.fs.readdir(snapDir);
+  if (names.some((n) => parseSnapshotFileName(n) !== null)) return;
+  const manifestPath = path.join(dir, 'sm', 'journal', 'MANIFEST');
+  let journalFirst = 0;
+  try {
+    const value = await peekCell(ctx.fs, manifestPath, MANIFEST_SLOT_BYTES);
+    if (value !== null) journalFirst = decodeManifest(value, manifestPath).firstIndex;
+  } catch (err) {
+    if (err instanceof VerifyError) throw err;
+    return; // the journal's own check (the walk) reports a damaged manifest
+  }
+  if (journalFirst > 0) {
+    ctx.error(snapDir, `raft group: the applied journal starts at ${journalFirst} but there is no snapshot holding the entries before it (CORRUPT at open)`);
+  } else if (purged !== null && purged !== undefined) {
+    ctx.error(snapDir, `raft group: the log was purged (${JSON.stringify(purged)}) but there is no snapshot holding the purged entries`);
+  }
 }
 
 /** Checks a Raft group directory; answers the entry names it accounted for (the rest is walked). */
@@ -97,9 +151,15 @@ export async function checkRaftGroup(ctx: VerifyContext, dir: string, names: rea
       return null;
     }
   };
-  const vote = await decodeCell('vote.cell', decodeVote);
+  await checkDefiningFiles(ctx, dir);
+  const vote = await decodeCell('vote.cell', decodeVoteCell);
   const committed = await decodeCell('committed.cell', decodeOptionalLogId);
   const purged = await decodeCell('purged.cell', decodeOptionalLogId);
+  await checkSnapshotPresence(ctx, dir, purged);
+  if (!names.includes('log')) {
+    ctx.describe({ kind: 'raft-group', path: dir, id, vote, committed, purged, log: null, entries: 0, payloadsNamed: 0 });
+    return claimed;
+  }
 
   const logDir = path.join(dir, 'log');
   const digests = new Set<string>();
