@@ -3,5 +3,5 @@
 
 export { openCell, openOwnedCell, cellTempPath, peekCell, readCellFile, writeCellFile } from './cell.js';
 export type { Cell, CellOptions } from './cell.js';
-export { cellValueCapacity, DEFAULT_SLOT_BYTES as CELL_DEFAULT_SLOT_BYTES } from './format.js';
+export { cellValueCapacity, encodeNewCellFile, DEFAULT_SLOT_BYTES as CELL_DEFAULT_SLOT_BYTES } from './format.js';
 export type { CellState, SlotView } from './format.js';
