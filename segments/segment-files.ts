@@ -119,27 +119,15 @@ export class SegmentFiles {
   }
 
   /** Reads and decodes `<segment>.idx`; null when absent or invalid (the caller rebuilds). */
-  async readIndexFile(seg: Segment, segmentSize: number): Promise<IndexTable | null> {
-    let h: FileHandle;
-    try {
-      h = await this.#s.fs.open(seg.idxPath, 'read');
-    } catch (err) {
-      if ((err as { code?: unknown }).code === 'ENOENT') return null;
-      throw fromIo(err, 'open index', seg.idxPath);
-    }
-    try {
-      const size = await h.size();
+  readIndexFile(seg: Segment, segmentSize: number): Promise<IndexTable | null> {
+    return this.#withIndex(seg, async (h, size) => {
       // A frame takes at least 16 bytes, so an index can never need more than this: a larger file
       // is not trusted to size an allocation.
       if (size > indexBound(segmentSize) || size < INDEX_HEADER_BYTES) return null;
       const b = new Uint8Array(size);
       const n = await h.read(b, 0);
       return decodeIndex(b.subarray(0, n), seg.base, seg.id);
-    } catch (err) {
-      throw fromIo(err, 'read index', seg.idxPath);
-    } finally {
-      await h.close().catch(() => undefined);
-    }
+    });
   }
 
   /**
@@ -149,7 +137,12 @@ export class SegmentFiles {
    * `readIndexFile` has judged it), or not a valid index of `seg`. A valid claim past the end of
    * the segment file says the file lost frames that were durable.
    */
-  async readIndexClaim(seg: Segment, segmentSize: number): Promise<IndexClaim | null> {
+  readIndexClaim(seg: Segment, segmentSize: number): Promise<IndexClaim | null> {
+    return this.#withIndex(seg, (h, size) => (size <= indexBound(segmentSize) ? Promise.resolve(null) : indexClaimOf(h, size, seg.base, seg.id)));
+  }
+
+  /** Runs `read` on `<segment>.idx` opened for reading, with its size; null when it is absent. */
+  async #withIndex<T>(seg: Segment, read: (h: FileHandle, size: number) => Promise<T | null>): Promise<T | null> {
     let h: FileHandle;
     try {
       h = await this.#s.fs.open(seg.idxPath, 'read');
@@ -158,9 +151,7 @@ export class SegmentFiles {
       throw fromIo(err, 'open index', seg.idxPath);
     }
     try {
-      const size = await h.size();
-      if (size <= indexBound(segmentSize)) return null;
-      return await indexClaimOf(h, size, seg.base, seg.id);
+      return await read(h, await h.size());
     } catch (err) {
       throw fromIo(err, 'read index', seg.idxPath);
     } finally {

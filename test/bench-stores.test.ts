@@ -39,7 +39,7 @@ import { rowKeyBytes, scopeKeyBytes } from '../bench/stores/host-lmdb.js';
 import { decodeScopeMeta, encodeScopeMeta, planAcquire, planCommit, planRenew, type ScopeMeta } from '../bench/stores/host-plan.js';
 import { loadPeers } from '../bench/stores/peers.js';
 import { NOT_BUILT } from '../bench/stores/seglog.js';
-import { collectStoreTargets, concurrentPayloadNotes, concurrentVariantId, durationTarget, runsSection, storesConfig } from '../bench/stores/suite.js';
+import { collectStoreTargets, concurrentPayloadNotes, concurrentVariantId, durationTarget, hostCommitSection, primitiveNote, PRIMITIVE_ROWS, runsSection, storesConfig } from '../bench/stores/suite.js';
 import { payloadBudget } from '../bench/stores/payload-bench.js';
 import { STORES_SECTION_IDS } from '../bench/stores/sections.js';
 import { generatedBody, hostCommitWorkload, raftAppendWorkload, type RaftNodeHandle } from '../bench/stores/workloads.js';
@@ -581,4 +581,38 @@ test('render --into: a stores report goes between its own markers and leaves the
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+});
+
+test('host-commits: the bare segmented log rows stand beside the one-writer commit, and a note gives the ratio paired by round', async () => {
+  const cfg = storesConfig('/tmp/seglog-bench-test', true, 3);
+  const impls = { available: [], missing: {} };
+  const withLog = hostCommitSection(cfg, impls, async () => {
+    throw new Error('not opened by planning');
+  });
+  assert.deepEqual(
+    withLog.variants.map((v) => v.id).filter((id) => id.startsWith('segments-')),
+    PRIMITIVE_ROWS.map((r) => r.id),
+  );
+  assert.deepEqual(PRIMITIVE_ROWS.map((r) => r.size), [256, 300]);
+  const without = hostCommitSection(cfg, impls, null);
+  assert.equal(without.variants.some((v) => v.id.startsWith('segments-')), false);
+  assert.ok((without.notes ?? []).some((n) => n.includes('segmented log rows are not measured')));
+
+  const rates: Record<string, number[]> = {
+    'raw-300': [1000, 1000, 1000],
+    'segments-300': [2000, 4000, 1000],
+    'host-1/seglog': [1000, 1000, 1500],
+  };
+  const variants = Object.keys(rates).map((id) => ({
+    id,
+    label: id,
+    async run() {
+      const r = rates[id]?.shift() ?? 1;
+      return { ops: 10, records: 10, bytes: 3000, elapsedNs: (10 / r) * 1e9, latenciesNs: new Float64Array(10).fill(1000) };
+    },
+  }));
+  const section = await runSection({ id: 'host-commits', title: 't', description: 'd', variants, baseline: 'raw-300', rounds: 3, warmupRounds: 0, budget: { durationMs: 1, maxOps: 1, minOps: 1 } });
+  // Per round: 1000/2000, 1000/4000, 1500/1000 → median 0.5.
+  assert.match(primitiveNote(section) ?? '', /: 0\.500× \(0\.250–1\.500\)/);
+  assert.equal(primitiveNote({ ...section, variants: section.variants.filter((v) => v.id !== 'segments-300') }), null);
 });

@@ -175,3 +175,45 @@ test('fs realm: damage anywhere answers UNAVAILABLE with a CORRUPT cause naming 
     await fsp.rm(root, { recursive: true, force: true });
   }
 });
+
+test("fs realm: a row file or head blob its scope's home names, deleted, is damage naming it (not an I/O error)", async () => {
+  const root = await fsp.mkdtemp(path.join(os.tmpdir(), 'seglog-damage-host-'));
+  try {
+    const dir = path.join(root, 'realm');
+    const scope = { kind: 'record' as const, name: 'big' };
+    const store = await openFsHostStore(dir);
+    const { token } = await store.acquireFence('exclusive');
+    await store.commit(CommitBatch.tryNew('c1', token, [{ scope, previous: null, next: 1, head: new Uint8Array(3000).fill(7), append: [new Uint8Array([1]), new Uint8Array([2])] }]));
+    assert.equal(await store.checkpoint(), true);
+    await store.close();
+    const homes: string[] = [];
+    for (const fan of await fsp.readdir(path.join(dir, 'scopes'))) {
+      for (const home of await fsp.readdir(path.join(dir, 'scopes', fan))) homes.push(path.join(dir, 'scopes', fan, home));
+    }
+    assert.equal(homes.length, 1, 'one scope home');
+    const home = homes[0] as string;
+    const files = await fsp.readdir(home);
+    const rowFile = files.find((n) => n.startsWith('r-'));
+    assert.ok(rowFile !== undefined, `a row file in ${files.join(', ')}`);
+    const saved = await fsp.readFile(path.join(home, rowFile));
+    await fsp.rm(path.join(home, rowFile));
+    const again = await openFsHostStore(dir);
+    try {
+      await assert.rejects(again.readRows(scope, 0, 10), damageNaming(path.join(home, rowFile)));
+    } finally {
+      await again.close();
+    }
+    await fsp.writeFile(path.join(home, rowFile), saved);
+    const headBlob = files.find((n) => n.startsWith('h-'));
+    assert.ok(headBlob !== undefined, `a 3,000-byte head lives in a blob of its own: ${files.join(', ')}`);
+    await fsp.rm(path.join(home, headBlob));
+    const third = await openFsHostStore(dir);
+    try {
+      await assert.rejects(third.loadHead(scope), damageNaming(path.join(home, headBlob)));
+    } finally {
+      await third.close();
+    }
+  } finally {
+    await fsp.rm(root, { recursive: true, force: true });
+  }
+});

@@ -17,6 +17,7 @@ import { startBenchPostgres, type BenchPostgres } from './host-pg.js';
 import { hostImplementations, raftImplementations, type PgServer } from './impls.js';
 import { INSTALL_HINT, loadPeers } from './peers.js';
 import { loadSeglogStores } from './seglog.js';
+import { loadEngine } from '../engine.js';
 import { collectStoreTargets, durationTarget, plannedStoresMs, runStores, storesConfig, type StoresConfig } from './suite.js';
 
 export interface StoresCommandOptions {
@@ -88,7 +89,10 @@ export async function runStoresReport(o: StoresCommandOptions): Promise<BenchRep
         notes.push(`PostgreSQL host store ${started.missing}`);
       }
     }
-    const deps = { seglog, host: hostImplementations(seglog, peers, peersMissing, pgServer), raft: raftImplementations(seglog, peers, peersMissing), pg };
+    const engine = await loadEngine();
+    if ('missing' in engine) notes.push(`seglog segmented log: ${engine.missing}.`);
+    const segments = 'open' in engine ? engine.open : null;
+    const deps = { seglog, host: hostImplementations(seglog, peers, peersMissing, pgServer), raft: raftImplementations(seglog, peers, peersMissing), pg, segments };
     progress.grow(plannedStoresMs(cfg, deps));
     const run = await runStores(cfg, deps, progress);
     progress.finish();

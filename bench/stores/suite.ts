@@ -24,6 +24,7 @@ import { plannedMs, roundOrder, runSection, type SectionPlan, type Variant } fro
 import { formatBytes, MIB } from '../harness/stats.js';
 import { sideBySide, type StoreImplementation } from '../harness/store-workload.js';
 import { nowNs, type Budget } from '../harness/timing.js';
+import { engineAppendVariant, type OpenLog } from '../engine.js';
 import { rawAppendVariant } from '../raw.js';
 import { payload } from '../rawfs.js';
 import { runChild, type ChildTask, type HostOpenResult, type PayloadRssResult, type RaftOpenResult } from './child.js';
@@ -126,7 +127,15 @@ export interface StoresDeps {
   raft: Available<RaftNodeHandle>;
   /** The PostgreSQL server of the run (the host-pg section), or null when there is none. */
   pg?: BenchPostgres | null;
+  /**
+   * The bare segmented log (`openSegmentedLog`), the one-writer commit path's primitive: measured
+   * beside the host store's one-writer commits. Null or absent: those rows are left out, with a note.
+   */
+  segments?: OpenLog | null;
 }
+
+/** The bare segmented log's one-appender rows of the host-commits section, by record size. */
+export const PRIMITIVE_ROWS = [256, 300].map((size) => ({ id: `segments-${size}`, size }));
 
 function missingNotes(what: string, missing: Partial<Record<ImplName, string>>): string[] {
   return (Object.entries(missing) as [ImplName, string][]).map(([name, why]) => `${IMPL_LABEL[name]} (${what}): ${why}`);
@@ -134,8 +143,24 @@ function missingNotes(what: string, missing: Partial<Record<ImplName, string>>):
 
 // ---- host store ----
 
-export function hostCommitSection(cfg: StoresConfig, impls: Available<HostStore>): SectionPlan {
+export function hostCommitSection(cfg: StoresConfig, impls: Available<HostStore>, segments: OpenLog | null = null): SectionPlan {
   const dir = path.join(cfg.root, 'host-commits');
+  // The primitive a one-writer commit stands on: one append to a bare segmented log, synced.
+  const primitive =
+    segments === null
+      ? []
+      : PRIMITIVE_ROWS.map(({ id, size }) =>
+          engineAppendVariant({
+            open: segments,
+            id,
+            label: `seglog segmented log alone, ${size} B, sync every append, 1 appender (the commit path's primitive)`,
+            dir: path.join(dir, id),
+            size,
+            policy: 'always',
+            concurrency: 1,
+            maxBytesPerRun: cfg.maxBytesPerRun,
+          }),
+        );
   const one = hostCommitWorkload({ id: 'host-1', label: 'one writer, one scope', scopes: 1 });
   const many = hostCommitWorkload({ id: 'host-200', label: '200 scopes at once', scopes: 200 });
   const variants: Variant[] = [
@@ -149,6 +174,7 @@ export function hostCommitSection(cfg: StoresConfig, impls: Available<HostStore>
       concurrency: 200,
       maxBytesPerRun: cfg.maxBytesPerRun,
     }),
+    ...primitive,
     ...sideBySide(one, impls.available, dir),
     ...sideBySide(many, impls.available, dir),
   ];
@@ -161,15 +187,35 @@ export function hostCommitSection(cfg: StoresConfig, impls: Available<HostStore>
       'writer" commits to one scope, one commit at a time; "200 scopes at once" has 200 writers, each committing to a ' +
       'scope of its own. The scopes are created and the fence acquired before the first round; each implementation ' +
       'keeps its realm across rounds. Ratios are to the first row: one writer appending 300 B with write + fdatasync ' +
-      'to a growing file.',
+      'to a growing file. The segmented log rows are the one-writer commit\'s primitive: one appender on a bare ' +
+      'segmented log (a new, empty log each run), each append of 256 B or of the commit\'s 300 B resolved after its ' +
+      'fdatasync; a note gives the one-writer commit rate over the 300 B row\'s, paired by round.',
     variants,
     baseline: 'raw-300',
     rounds: cfg.rounds,
     warmupRounds: cfg.warmupRounds,
     slices: cfg.slices,
     budget: cfg.budget,
-    notes: missingNotes('host store', impls.missing),
+    notes: [
+      ...missingNotes('host store', impls.missing),
+      ...(segments === null ? ['The bare segmented log rows are not measured: segments/index.js did not load.'] : []),
+    ],
   };
+}
+
+/**
+ * The note on the one-writer commit over its primitive: seglog's one-writer commit rate over the
+ * bare segmented log's 300 B one-appender rate, paired by round (null when either did not run).
+ */
+export function primitiveNote(section: SectionResult): string | null {
+  const commit = section.variants.find((v) => v.id === 'host-1/seglog');
+  const primitive = section.variants.find((v) => v.id === 'segments-300');
+  if (commit === undefined || primitive === undefined || commit.runs.length === 0 || primitive.runs.length === 0) return null;
+  const r = ratioToBest(commit.runs, [primitive.runs]);
+  return (
+    `One writer on one scope over its primitive (the bare segmented log, one appender, 300 B, sync every append): ` +
+    `${r.median.toFixed(3)}× (${r.min.toFixed(3)}–${r.max.toFixed(3)}), median of ratios paired by round.`
+  );
 }
 
 /** Creates a realm of `scopes` scopes (each a 100 B head and one 200 B row) through the SPI; answers ms. */
@@ -1046,7 +1092,14 @@ export async function runStores(cfg: StoresConfig, deps: StoresDeps, progress?: 
     sections.push(section);
   };
   const run = (id: string): boolean => runsSection(cfg, id);
-  if (run('host-commits')) await timed(() => runSection(hostCommitSection(cfg, deps.host), progress));
+  if (run('host-commits')) {
+    await timed(async () => {
+      const section = await runSection(hostCommitSection(cfg, deps.host, deps.segments ?? null), progress);
+      const note = primitiveNote(section);
+      if (note !== null) section.notes.push(note);
+      return section;
+    });
+  }
   if (run('host-open') && deps.host.available.length > 0) await timed(() => hostOpenSection(cfg, deps.host, progress));
   const pg = deps.pg ?? null;
   // host-pg runs whole seconds of pgbench per variant and round: in a --quick run only when --only names it.
@@ -1076,7 +1129,7 @@ export async function runStores(cfg: StoresConfig, deps: StoresDeps, progress?: 
 export function plannedStoresMs(cfg: StoresConfig, deps: StoresDeps): number {
   const run = (id: string): boolean => runsSection(cfg, id);
   const plans: SectionPlan[] = [];
-  if (run('host-commits')) plans.push(hostCommitSection(cfg, deps.host));
+  if (run('host-commits')) plans.push(hostCommitSection(cfg, deps.host, deps.segments ?? null));
   if (run('host-pg') && deps.pg && (!cfg.quick || cfg.only !== undefined)) plans.push(pgHostSection(cfg, deps.pg));
   if (run('raft-appends')) plans.push(raftAppendSection(cfg, deps.raft));
   if (run('raft-1mib')) plans.push(raftLargeSection(cfg, deps.raft));

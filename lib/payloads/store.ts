@@ -558,15 +558,18 @@ export class FsPayloadStore implements PayloadStore {
     });
   }
 
-  /** Opens a blob and validates its header; null when absent. Call under the digest's mutex. */
+  /**
+   * Opens a blob and validates its header; null when absent, CORRUPT when absent although it has
+   * holders. Call under the digest's mutex.
+   */
   async #openBlob(hex: string): Promise<{ handle: FileHandle; header: BlobHeader } | null> {
-    if (!(await this.#fanout(BLOBS, fanoutOf(hex), false))) return null;
+    if (!(await this.#fanout(BLOBS, fanoutOf(hex), false))) return this.#absentBlob(hex);
     const file = this.#blobPath(hex);
     let handle: FileHandle;
     try {
       handle = await this.#fs.open(file, 'read');
     } catch (err) {
-      if (errnoOf(err) === 'ENOENT') return null;
+      if (errnoOf(err) === 'ENOENT') return this.#absentBlob(hex);
       throw fromIo(err, 'open payload', file);
     }
     try {
@@ -579,6 +582,20 @@ export class FsPayloadStore implements PayloadStore {
       await handle.close().catch(() => undefined);
       throw fromIo(err, 'read payload header', file);
     }
+  }
+
+  /**
+   * A blob that is not there: null (never stored, or collected), unless its holder set is not
+   * empty. `addRef` needs the blob and collection skips a blob with holders, so holders without a
+   * blob mean the blob was lost: CORRUPT, never "not stored". Call under the digest's mutex.
+   */
+  async #absentBlob(hex: string): Promise<null> {
+    const holders = (await this.#fanout(REFS, fanoutOf(hex), false)) ? await this.#readRefs(hex) : [];
+    if (holders.length > 0) {
+      const file = this.#blobPath(hex);
+      throw corrupt(`payload sha256:${hex} has ${holders.length} holder(s) but its blob ${file} is gone`, { digest: `sha256:${hex}`, path: file });
+    }
+    return null;
   }
 
   // --- references ----------------------------------------------------------------------------

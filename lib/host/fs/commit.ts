@@ -38,6 +38,9 @@ import { PENDING, type Rec, type RecUpdate, type ScopeEntry } from './view.js';
 
 const encoder = new TextEncoder();
 
+/** The slab groups' frames are carved from (see `Committer.#frameBytes`). */
+const FRAME_SLAB_BYTES = 256 * 1024;
+
 /** Test-only switches of the commit path (see FsHostStoreHooks). */
 export interface CommitSwitches {
   skipVersionChecks?: boolean;
@@ -53,6 +56,8 @@ interface Member {
   frameBytes: number;
   entries: ScopeEntry[];
   homes: number[];
+  /** Answered (resolved or rejected): a member is answered once. */
+  done: boolean;
   resolve: () => void;
   reject: (err: unknown) => void;
 }
@@ -69,6 +74,13 @@ export class Committer {
   /** The size of each stripe's last group (how it gathers the next). */
   readonly #lastSize: number[] = [];
   readonly #running = new Set<Promise<void>>();
+  /** The lock set of a group whose scopes are all homed on its own stripe, per stripe. */
+  readonly #single: (readonly number[] | undefined)[] = [];
+  /** A group's checks: the state each scope is left in, and the commits accepted by id. */
+  readonly #overlay = new Map<ScopeEntry, Tip>();
+  readonly #byCommitId = new Map<string, Member>();
+  #slab = new Uint8Array(0);
+  #slabAt = 0;
   /** Called after each group that wrote (the store schedules a checkpoint from it). */
   onGroupWritten: () => void = () => undefined;
   /** What each stripe's group is doing now, its lock set and since when (for `FsHostStore.describeLocks`). */
@@ -113,7 +125,7 @@ export class Committer {
       return Promise.reject(HostStoreError.invalid(`the batch takes ${payload} bytes as a record, more than this store's ${limit}`));
     }
     return new Promise<void>((resolve, reject) => {
-      this.#queues[stripe]!.push({ batch, updates, names, commitId, frameBytes, entries, homes, resolve, reject });
+      this.#queues[stripe]!.push({ batch, updates, names, commitId, frameBytes, entries, homes, done: false, resolve, reject });
       setQueued(this, true);
       this.#schedule(stripe);
     });
@@ -157,58 +169,69 @@ export class Committer {
 
   async #group(s: number, members: Member[]): Promise<void> {
     const r = this.#r;
-    const set = [...new Set([s, ...members.flatMap((m) => m.homes)])].sort((a, b) => a - b);
+    const set = this.#lockSet(s, members);
     const releases: (() => void)[] = [];
-    const settled = new Set<Member>();
     const settle = (m: Member, err?: unknown): void => {
-      if (settled.has(m)) return;
-      settled.add(m);
+      if (m.done) return;
+      m.done = true;
       if (err === undefined) m.resolve();
       else m.reject(err);
     };
     let wrote = false;
-    // Kept cheap (the commit path): formatted only when a report asks.
-    const phase = (what: string): void => {
-      this.phase[s] = { what, set, since: performance.now() };
+    // Kept cheap (the commit path): one record per group, formatted only when a report asks.
+    const phase = { what: 'waiting for mutexes', set, since: performance.now() };
+    this.phase[s] = phase;
+    const step = (what: string): void => {
+      phase.what = what;
+      phase.since = performance.now();
     };
     try {
-      phase('waiting for mutexes');
-      for (const j of set) releases.push(await r.stripes[j]!.mutex.lock());
+      for (const j of set) {
+        const mutex = r.stripes[j]!.mutex;
+        releases.push(mutex.tryLock() ?? (await mutex.lock()));
+      }
       if (r.closed) throw HostStoreError.unavailable('the store handle is closed');
       const poisoned = r.stripes[s]!.poisoned;
       if (poisoned !== null) throw poisoned;
-      phase('taking locks');
+      step('taking locks');
       await this.#lockAndRefresh(set);
-      phase('resolving');
+      step('resolving');
       const entries = members.length === 1 ? members[0]!.entries : members.flatMap((m) => m.entries);
-      await r.resolve(entries);
+      if (!r.resolvedNow(entries)) await r.resolve(entries);
       // A record that builds on a version not read yet (another stripe's note was read first):
       // that version was published before the record was written, so reading again finds it.
       for (let i = 0; i < 3 && entries.some((e) => e.slots.size > 0 && r.view.stoppedOn(e) === PENDING); i++) {
         await r.catchUpAll();
         await r.resolve(entries);
       }
-      phase('checking');
-      const overlay = new Map<ScopeEntry, Tip>();
-      const byCommitId = new Map<string, Member>();
+      step('checking');
+      // The checks run without a pause (no await), so the committer's maps serve every group.
+      const overlay = this.#overlay;
+      const byCommitId = this.#byCommitId;
+      overlay.clear();
+      byCommitId.clear();
       const accepted: Member[] = [];
-      const followers = new Map<Member, Member[]>();
+      let followers: Map<Member, Member[]> | null = null;
       for (const m of members) {
         const v = this.#check(s, m, overlay, byCommitId);
         if (v.kind === 'refuse') settle(m, v.error);
         else if (v.kind === 'landed') settle(m);
-        else if (v.kind === 'same') followers.set(v.as, [...(followers.get(v.as) ?? []), m]);
-        else {
+        else if (v.kind === 'same') {
+          followers ??= new Map();
+          followers.set(v.as, [...(followers.get(v.as) ?? []), m]);
+        } else {
           accepted.push(m);
           byCommitId.set(m.batch.commitId, m);
         }
       }
+      overlay.clear();
+      byCommitId.clear();
       if (accepted.length > 0) {
         const st = r.stripes[s]!;
         // One buffer for the group; each frame a view of it.
         let total = 0;
         for (const m of accepted) total += m.frameBytes;
-        const buffer = new Uint8Array(total);
+        const buffer = this.#frameBytes(total);
         const layouts: { heads: ([number, number] | undefined)[]; rows: number[][] }[] = [];
         const frames: Uint8Array[] = [];
         for (let i = 0, at = 0; i < accepted.length; i++) {
@@ -222,7 +245,7 @@ export class Committer {
         }
         const fence = st.cursor.fence;
         let written;
-        phase('writing');
+        step('writing');
         // Nothing else of this handle in flight (the policy also asks about the thread's other
         // writers): no other commit waits for this thread meanwhile.
         const lone = accepted.length === 1 && this.#running.size === 1 && this.#queues.every((q) => q.length === 0);
@@ -235,7 +258,7 @@ export class Committer {
               : HostStoreError.indeterminate(`the commit's write failed and its outcome is unknown: ${err.cause.message}`, err.cause);
             for (const m of accepted) {
               settle(m, answer);
-              for (const f of followers.get(m) ?? []) settle(f, answer);
+              for (const f of followers?.get(m) ?? []) settle(f, answer);
             }
             return;
           }
@@ -248,10 +271,10 @@ export class Committer {
         }
         for (const m of accepted) {
           settle(m);
-          for (const f of followers.get(m) ?? []) settle(f);
+          for (const f of followers?.get(m) ?? []) settle(f);
         }
       }
-      for (const [, fs] of followers) for (const f of fs) settle(f);
+      if (followers !== null) for (const [, fs] of followers) for (const f of fs) settle(f);
     } catch (err) {
       const answer =
         err instanceof HostStoreError
@@ -259,16 +282,40 @@ export class Committer {
           : HostStoreError.unavailable(`the commit could not be made: ${err instanceof Error ? err.message : String(err)}`, err);
       for (const m of members) settle(m, answer);
     } finally {
-      phase('done');
+      step('done');
       for (const release of releases) release();
       r.locks.linger(set);
       if (wrote) this.onGroupWritten();
     }
   }
 
+  /**
+   * Zeroed bytes for a group's frames: carved from a shared slab, bump-allocated and never handed
+   * out twice (a region is never rewritten, so a layer below that kept a view of a written frame
+   * still sees exactly what was written); a large group gets a buffer of its own. One allocation
+   * per slab instead of one per group keeps the collector's work per commit down.
+   */
+  #frameBytes(total: number): Uint8Array {
+    if (total > FRAME_SLAB_BYTES / 8) return new Uint8Array(total);
+    if (this.#slabAt + total > this.#slab.length) {
+      this.#slab = new Uint8Array(FRAME_SLAB_BYTES);
+      this.#slabAt = 0;
+    }
+    const out = this.#slab.subarray(this.#slabAt, this.#slabAt + total);
+    this.#slabAt += total;
+    return out;
+  }
+
+  /** The group's lock set: its stripe and every home stripe of its commits, ascending. */
+  #lockSet(s: number, members: readonly Member[]): readonly number[] {
+    if (members.length === 1 && members[0]!.homes.every((h) => h === s)) return (this.#single[s] ??= Object.freeze([s]));
+    return [...new Set([s, ...members.flatMap((m) => m.homes)])].sort((a, b) => a - b);
+  }
+
   /** Takes the group's stripe locks and makes the view exact for their scopes (backing off when told to). */
   async #lockAndRefresh(set: readonly number[]): Promise<void> {
     const r = this.#r;
+    if (r.locks.claimKept(set)) return;
     const deadline = performance.now() + r.s.lockWaitMs;
     let delay = 1;
     for (;;) {

@@ -363,6 +363,8 @@ export class RealmHandle {
    * under that stripe's lock too (or the caller backs off).
    */
   async refresh(locked: readonly number[]): Promise<void> {
+    // The common case (every lock kept from the groups before): nothing to read.
+    if (locked.every((h) => this.stripes[h]!.fresh)) return;
     const stale = locked.filter((h) => !this.stripes[h]!.fresh);
     if (stale.length === 0) return;
     const top = Math.max(...stale);
@@ -491,6 +493,17 @@ export class RealmHandle {
    * Makes the states of `entries` computable: loads every home base they depend on, and catches up
    * when a home reflects records not read yet (`settle`: the caller is a load).
    */
+  /**
+   * True when `resolve(entries)` has nothing to load: every entry has its home base and their
+   * states need no other (the common case of a commit on scopes already used), checked without a pause.
+   */
+  resolvedNow(entries: readonly ScopeEntry[]): boolean {
+    for (const e of entries) if (e.home === undefined) return false;
+    for (const e of entries) this.view.state(e);
+    if (this.view.wanted.size === 0) return true;
+    return false;
+  }
+
   async resolve(entries: readonly ScopeEntry[], settle = false): Promise<void> {
     // Their own home bases first: a record's verdict is not kept while a base it needs is missing,
     // so asking first would judge a record that writes n scopes n times over.

@@ -12,10 +12,11 @@
 // The design, the argument per obligation and the crash-safety argument are in
 // docs/host-store.md; the bytes in docs/format-host.md.
 
-import { setImmediate as nextTurn } from 'node:timers/promises';
+import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
 import { isIndex } from '../../assert.js';
 import { monotonicClock, type Clock } from '../../clock.js';
+import { corrupt } from '../../errors.js';
 import { isMissing } from '../../fs/errno.js';
 import { realFs } from '../../fs/real.js';
 import type { FileSystem } from '../../fs/types.js';
@@ -242,9 +243,20 @@ export class FsHostStore implements HostStore {
   // ---------------------------------------------------------------------------------------------
   // Commit
 
-  async commit(batch: CommitBatch): Promise<void> {
-    this.#usable();
-    const checked = CommitBatch.from(batch);
+  commit(batch: CommitBatch): Promise<void> {
+    let checked: CommitBatch;
+    try {
+      this.#usable();
+      checked = CommitBatch.from(batch);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    // Without hooks (production), the committer's promise is the answer: no extra turns per commit.
+    if (this.#hooks.beforeCommit === undefined && this.#hooks.afterCommit === undefined) return this.#committer.submit(checked);
+    return this.#commitHooked(checked);
+  }
+
+  async #commitHooked(checked: CommitBatch): Promise<void> {
     if (this.#hooks.beforeCommit !== undefined) await this.#hooks.beforeCommit(checked);
     this.#usable();
     await this.#committer.submit(checked);
@@ -270,10 +282,22 @@ export class FsHostStore implements HostStore {
           await this.#r.jump().catch(() => undefined);
           continue;
         }
-        if (attempt < 8 && isMissing(err)) {
-          // A home file named by a home value this handle holds was replaced: read the homes again.
-          this.#r.view.forgetAllHomes();
-          continue;
+        if (isMissing(err)) {
+          if (attempt < 8) {
+            // A home file named by a home value this handle holds was replaced: read the homes
+            // again (after the first two tries, a moment later: the checkpointer may be mid-round).
+            this.#r.view.forgetAllHomes();
+            if (attempt >= 2) await sleep(attempt);
+            continue;
+          }
+          // Read afresh nine times, the scope's home still names a file that is not there: the
+          // checkpointer removes a row file or head blob only after the home stopped naming it,
+          // so the file was lost, not replaced.
+          const file = (err as { path?: unknown }).path;
+          throw HostStoreError.damaged(
+            corrupt(`a file the scope's home names is missing: ${typeof file === 'string' ? file : 'unknown path'}`, { file: typeof file === 'string' ? file : '' }),
+            what,
+          );
         }
         throw asHostError(err, what);
       }

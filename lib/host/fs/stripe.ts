@@ -337,12 +337,11 @@ export class Stripe {
   }
 
   async publish(p: Position): Promise<void> {
-    const h = await this.#published.get();
-    await h.write(encodePublished({ ...p, boot: this.cfg.boot }), 0);
+    const h = this.#published.current ?? (await this.#published.get());
+    await h.write(encodePublished({ seq: p.seq, offset: p.offset, lsn: p.lsn, fence: p.fence, boot: this.cfg.boot }), 0);
   }
 
   async #writeHandle(seq: number): Promise<FileHandle> {
-    if (this.#writer?.seq === seq) return this.#writer.handle;
     const handle = await this.cfg.fs.open(this.fileOf(seq), 'write');
     const allocated = await handle.size();
     const salt = await this.saltOf(seq);
@@ -375,11 +374,12 @@ export class Stripe {
     let total = 0;
     for (const f of frames) total += f.length;
     if (total > this.maxGroupBytes) throw new RangeError('group larger than a stripe file');
-    const start = { ...this.cursor };
+    // The cursor is replaced, never changed in place: holding the object keeps the position.
+    const start = this.cursor;
     let voidAt: { handle: FileHandle; offset: number; length: number } | null = null;
     try {
-      let handle = await this.#writeHandle(this.cursor.seq);
-      let cursor = { ...this.cursor };
+      let handle = this.#writer?.seq === start.seq ? this.#writer.handle : await this.#writeHandle(start.seq);
+      let cursor = start;
       let salt = this.cursorSalt;
       if (cursor.offset + total + SEAL_FRAME_BYTES > this.cfg.fileBytes) {
         // Roll: a SEAL here, the next file made durable, then the seal synced.
@@ -422,10 +422,13 @@ export class Stripe {
       // Frames that are back-to-back views of one buffer go out as one chunk.
       const f0 = frames[0]!;
       const last = frames[frames.length - 1]!;
-      const contiguous =
-        frames.every((f, i) => f.buffer === f0.buffer && (i === 0 || f.byteOffset === frames[i - 1]!.byteOffset + frames[i - 1]!.length)) &&
-        last.byteOffset + last.length - f0.byteOffset === total;
-      const chunks: Uint8Array[] = contiguous ? [new Uint8Array(f0.buffer, f0.byteOffset, total)] : [...frames];
+      let contiguous = last.byteOffset + last.length - f0.byteOffset === total;
+      for (let i = 1; contiguous && i < frames.length; i++) {
+        const f = frames[i]!;
+        const before = frames[i - 1]!;
+        contiguous = f.buffer === f0.buffer && f.byteOffset === before.byteOffset + before.length;
+      }
+      const chunks: Uint8Array[] = contiguous ? [frames.length === 1 ? f0 : new Uint8Array(f0.buffer, f0.byteOffset, total)] : [...frames];
       let allocated = writer.allocated;
       if (at > allocated || allocated - at < FRAME_HEADER_BYTES) {
         const target = Math.min(this.cfg.fileBytes, Math.ceil((at + this.cfg.preallocBytes) / 4096) * 4096);
@@ -448,7 +451,7 @@ export class Stripe {
       }
       this.cursor = end;
       this.cursorSalt = salt;
-      await this.#closePending();
+      if (this.#pendingClose !== null) await this.#closePending();
       return out;
     } catch (err) {
       const cause = err instanceof SeglogError ? err : fromIo(err, `write stripe ${this.index}`, this.fileOf(start.seq));
