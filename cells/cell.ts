@@ -1,7 +1,9 @@
 // The two-slot cell: one small durable value that is replaced atomically.
 //
-// Owns: `openCell` and the `Cell` it returns; `peekCell`/`readCellFile`, the lock-free read of a
-// cell file; `writeCellFile`, the write of a caller that is the file's only writer by other means.
+// Owns: `openCell` and the `Cell` it returns; `openOwnedCell`, the same Cell for an owner whose
+// own lock excludes every other handle (no lock taken, no descriptor kept between calls);
+// `peekCell`/`readCellFile`, the lock-free read of a cell file; `writeCellFile`, the write of a
+// caller that is the file's only writer by other means.
 // Guarantees:
 // - `write` resolves only after the new value is durable (fdatasync of the cell file; on the
 //   write that creates the file, also the directory sync that makes its name durable).
@@ -336,6 +338,106 @@ class FileCell implements Cell {
       else await reopened.close().catch(() => undefined);
     }
     if (!held) this.#poison = locked(this.#path);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A cell whose owner excludes every other writer by a lock of its own (a Raft node's LOCK): the
+// same Cell, holding no descriptor between calls.
+
+/**
+ * Opens the cell file `cellPath` for an owner that holds a lock excluding every other handle on
+ * it (so this one takes none): a `Cell` with the guarantees of `openCell` except the lock, that
+ * keeps no file open between calls (each write opens, writes, syncs and closes the file) and
+ * leaves no temporary file until its first write. Open syncs an existing file and its directory
+ * before it trusts what it read, as `openCell` does; CORRUPT, INVALID as there.
+ * @internal
+ */
+export async function openOwnedCell(cellPath: string, options: CellOptions = {}): Promise<Cell> {
+  const slotBytes = checkOptions(cellPath, options);
+  const fs = options.fs ?? realFs;
+  let handle: FileHandle | null = null;
+  try {
+    handle = await fs.open(cellPath, 'write');
+  } catch (err) {
+    if (errnoOf(err) !== 'ENOENT') throw fromIo(err, 'open cell', cellPath);
+  }
+  if (handle === null) {
+    if ((await fs.stat(path.dirname(cellPath)).catch(() => null))?.isDirectory !== true) {
+      throw notFound(`directory of cell ${cellPath} does not exist`, { path: path.dirname(cellPath) });
+    }
+    return new OwnedCell(fs, cellPath, slotBytes, null);
+  }
+  try {
+    const { bytes, size } = await readWhole(handle, slotBytes);
+    const state = decodeCell(bytes, size, slotBytes, cellPath);
+    // As in openCell: what was read may be in the page cache only; make it durable first.
+    await handle.datasync();
+    await fs.syncDir(path.dirname(cellPath));
+    return new OwnedCell(fs, cellPath, slotBytes, state);
+  } catch (err) {
+    throw fromIo(err, 'read cell', cellPath);
+  } finally {
+    await handle.close().catch(() => undefined);
+  }
+}
+
+class OwnedCell implements Cell {
+  readonly #fs: FileSystem;
+  readonly #path: string;
+  readonly #slotBytes: number;
+  readonly #capacity: number;
+  #state: CellState | null;
+  #tail: Promise<void> = Promise.resolve();
+  #closing: Promise<void> | null = null;
+  #poison: SeglogError | null = null;
+
+  constructor(fs: FileSystem, cellPath: string, slotBytes: number, state: CellState | null) {
+    this.#fs = fs;
+    this.#path = cellPath;
+    this.#slotBytes = slotBytes;
+    this.#capacity = cellValueCapacity(slotBytes);
+    this.#state = state;
+  }
+
+  read(): Promise<Uint8Array | null> {
+    if (this.#closing !== null) return Promise.reject(closed(`cell ${this.#path}`));
+    return this.#enqueue(async () => this.#state?.live.value?.slice() ?? null);
+  }
+
+  write(value: Uint8Array): Promise<void> {
+    if (this.#closing !== null) return Promise.reject(closed(`cell ${this.#path}`));
+    if (!(value instanceof Uint8Array)) return Promise.reject(invalid('a cell value must be a Uint8Array'));
+    if (value.length > this.#capacity) {
+      return Promise.reject(
+        invalid(`cell value of ${value.length} bytes exceeds the capacity of ${this.#capacity}`, { path: this.#path, length: value.length, capacity: this.#capacity }),
+      );
+    }
+    const copy = value.slice();
+    return this.#enqueue(async () => {
+      if (this.#poison !== null) throw poisoned(`cell ${this.#path}`, this.#poison);
+      try {
+        this.#state = await writeCellFile(this.#fs, this.#path, this.#slotBytes, this.#state, copy);
+      } catch (err) {
+        const error = fromIo(err, 'write cell', this.#path);
+        this.#poison = error;
+        throw error;
+      }
+    });
+  }
+
+  close(): Promise<void> {
+    this.#closing ??= this.#tail;
+    return this.#closing;
+  }
+
+  #enqueue<T>(op: () => Promise<T>): Promise<T> {
+    const run = this.#tail.then(op);
+    this.#tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
   }
 }
 

@@ -57,10 +57,11 @@ export async function openSegmentedLog(dir: string, options: SegmentedLogOptions
   } catch (err) {
     throw fromIo(err, 'create log directory', dir);
   }
-  const lock = await lockDirectory(fs, dir, LOCK_NAME);
+  // An owner-locked log relies on its owner's lock (options.ts, OwnerLocked): no LOCK of its own.
+  const lock = config.ownerLocked ? null : await lockDirectory(fs, dir, LOCK_NAME);
   let cell: ManifestCell | null = null;
   try {
-    cell = await openManifestCell(path.join(dir, MANIFEST_NAME), fs);
+    cell = await openManifestCell(path.join(dir, MANIFEST_NAME), fs, config.ownerLocked);
     const log = new Log(dir, config, lock, cell);
     try {
       await log.recover(config.firstIndex, created);
@@ -71,14 +72,14 @@ export async function openSegmentedLog(dir: string, options: SegmentedLogOptions
     return log;
   } catch (err) {
     if (cell !== null) await cell.close().catch(() => undefined);
-    await lock.close().catch(() => undefined);
+    await lock?.close().catch(() => undefined);
     throw err;
   }
 }
 
 class Log implements SegmentedLog {
   readonly #s: LogState;
-  readonly #lock: FileHandle;
+  readonly #lock: FileHandle | null;
   readonly #queue: OpQueue;
   readonly #files: SegmentFiles;
   readonly #tables: TableCache;
@@ -88,7 +89,7 @@ class Log implements SegmentedLog {
   readonly #writer: GroupWriter;
   readonly #reader: Reader;
 
-  constructor(dir: string, config: LogConfig, lock: FileHandle, cell: ManifestCell) {
+  constructor(dir: string, config: LogConfig, lock: FileHandle | null, cell: ManifestCell) {
     const s = (this.#s = new LogState(dir, config, cell, this));
     this.#lock = lock;
     this.#queue = new OpQueue(s);
@@ -361,8 +362,8 @@ class Log implements SegmentedLog {
     s.releaseLease();
     for (const seg of s.segments) await s.fdCache.forget(s.fs, seg.segPath);
     await s.cell.close().catch(() => undefined);
-    await this.#lock.unlock().catch(() => undefined);
-    await this.#lock.close().catch(() => undefined);
+    await this.#lock?.unlock().catch(() => undefined);
+    await this.#lock?.close().catch(() => undefined);
     if (failure !== null) throw failure;
   }
 }

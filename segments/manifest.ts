@@ -5,7 +5,7 @@
 // The encoding of the value itself is in format.ts.
 
 import type { FileSystem } from '../lib/fs/types.js';
-import { cellValueCapacity, openCell } from '../cells/index.js';
+import { cellValueCapacity, openCell, openOwnedCell } from '../cells/index.js';
 
 /** The cell operations the log needs (the shape of `openCell`'s Cell). */
 export interface ManifestCell {
@@ -25,6 +25,7 @@ export const MANIFEST_SLOT_BYTES = 8192;
 /** Most bytes a manifest value may take. */
 export const MANIFEST_CAPACITY = cellValueCapacity(MANIFEST_SLOT_BYTES);
 
-export function openManifestCell(path: string, fs: FileSystem): Promise<ManifestCell> {
-  return openCell(path, { fs, slotBytes: MANIFEST_SLOT_BYTES });
+/** The manifest cell; `owned`: the log's owner holds a lock excluding every other handle (no cell lock). */
+export function openManifestCell(path: string, fs: FileSystem, owned = false): Promise<ManifestCell> {
+  return (owned ? openOwnedCell : openCell)(path, { fs, slotBytes: MANIFEST_SLOT_BYTES });
 }

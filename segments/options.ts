@@ -49,6 +49,17 @@ export interface SegmentTuning {
   recycle?: boolean;
 }
 
+/**
+ * For an owner that opens the log under a lock of its own which excludes every other opener of
+ * this directory, in this process and every other (a Raft node's LOCK, with its registry of open
+ * groups): the log then takes no LOCK file of its own and keeps no descriptor on its manifest.
+ * Not exported from the package. Passed as `{ ...options, ownerLocked: true }`.
+ * @internal
+ */
+export interface OwnerLocked {
+  ownerLocked?: boolean;
+}
+
 const MiB = 1 << 20;
 export const DEFAULT_SEGMENT_BYTES = 64 * MiB;
 export const DEFAULT_MAX_RECORD_BYTES = 64 * MiB;
@@ -66,6 +77,8 @@ export interface LogConfig {
   readonly policy: SyncPolicy;
   readonly inlineBelowMs: number;
   readonly recycle: boolean;
+  /** The owner's lock excludes every other opener (OwnerLocked): no LOCK file, no manifest descriptor. */
+  readonly ownerLocked: boolean;
   readonly mistakes: SegmentMistakes;
 }
 
@@ -92,5 +105,6 @@ export function parseLogOptions(dir: string, options: SegmentedLogOptions): LogC
   if (!(fdCache instanceof FdCache)) throw invalid('fdCache must be an FdCache');
   const tuning = (options as { tuning?: SegmentTuning }).tuning ?? {};
   const recycle = tuning.recycle === undefined ? true : tuning.recycle === true;
-  return { fs, fdCache, segmentBytes, maxRecordBytes, firstIndex, policy, inlineBelowMs, recycle, mistakes: mistakesOf(options) };
+  const ownerLocked = (options as OwnerLocked).ownerLocked === true;
+  return { fs, fdCache, segmentBytes, maxRecordBytes, firstIndex, policy, inlineBelowMs, recycle, ownerLocked, mistakes: mistakesOf(options) };
 }

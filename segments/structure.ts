@@ -22,8 +22,12 @@ import type { LogState } from './state.js';
 import type { Syncer } from './syncer.js';
 import type { TableCache } from './table-cache.js';
 
-/** Zero-filled space written after a fresh segment's header, so its first syncs change no size. */
-const FIRST_PREALLOC = 16 * 1024;
+/**
+ * A fresh segment's file size: its header, then zeros, so that its first syncs change no size.
+ * One file-system block: a node of a thousand mostly idle groups pays 4 KiB per log, not more;
+ * the writer grows the file ahead of a busy log's tail (writer.ts `#preallocate`).
+ */
+const FIRST_FILE_BYTES = 4 * 1024;
 
 export class Structure {
   readonly #s: LogState;
@@ -184,7 +188,7 @@ export class Structure {
     const seg = new Segment(s.dir, base, newSegmentId());
     const spare = this.#spares.take();
     if (spare !== null && (await this.#spares.reuse(seg, spare))) return seg;
-    const prealloc = Math.min(FIRST_PREALLOC, Math.max(s.segmentBytes, HEADER_BYTES) - HEADER_BYTES);
+    const prealloc = Math.min(FIRST_FILE_BYTES, Math.max(s.segmentBytes, HEADER_BYTES)) - HEADER_BYTES;
     await this.#files.startSegmentFile(seg, 'create-exclusive', prealloc);
     seg.allocated = HEADER_BYTES + prealloc;
     seg.offsets = new Uint32Array(64);

@@ -60,7 +60,7 @@ export interface VariantResult {
 }
 
 /** The units a Measurement may be in: a duration, or a memory size (resident memory growth). */
-export type MeasurementUnit = 'ms' | 'MiB';
+export type MeasurementUnit = 'ms' | 'MiB' | 'KiB' | 'count';
 
 /**
  * A figure measured once per run (an open time, a resident-memory growth), not as a stream of

@@ -153,7 +153,7 @@ export const REPORT_JSON_SCHEMA: JsonSchema = {
       properties: {
         id: str,
         label: str,
-        unit: { enum: ['ms', 'MiB'] },
+        unit: { enum: ['ms', 'MiB', 'KiB', 'count'] },
         params,
         runs: { type: 'array', items: num },
         summary: { $ref: '#/$defs/stat' },

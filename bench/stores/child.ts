@@ -25,6 +25,7 @@ import { loadPeers } from './peers.js';
 import { loadRaftNodeOpener, loadSeglogStores, type SeglogStores } from './seglog.js';
 import { generatedKvPlugin, snapshotStateBatches, snapshotStatePlan, type GeneratedKvPlugin, type SnapshotRssResult } from './snapshot-bench.js';
 import { generatedBody } from './workloads.js';
+import { raftGroupsCreate, raftGroupsOpen, type RaftGroupsCreateResult, type RaftGroupsOpenResult } from './groups-bench.js';
 import { payload } from '../rawfs.js';
 
 /** One measurement, `repeat` times in the same process (1: a fresh process per run). */
@@ -35,6 +36,8 @@ export type ChildTask = { repeat: number } & (
   | { task: 'segments-open'; dir: string }
   | { task: 'payload-rss'; dir: string; bytes: number; chunkBytes: number }
   | { task: 'snapshot-rss'; dir: string; bytes: number }
+  /** The node of many groups (groups-bench.ts): `create` builds it, `open` opens it in a fresh process. */
+  | { task: 'raft-groups'; phase: 'create' | 'open'; dir: string; groups: number }
 );
 
 export interface HostOpenResult {
@@ -182,8 +185,9 @@ async function snapshotRss(t: Extract<ChildTask, { task: 'snapshot-rss' }>): Pro
   }
 }
 
-async function run(t: ChildTask): Promise<HostOpenResult | RaftOpenResult | PayloadRssResult | SnapshotRssResult> {
+async function run(t: ChildTask): Promise<HostOpenResult | RaftOpenResult | PayloadRssResult | SnapshotRssResult | RaftGroupsCreateResult | RaftGroupsOpenResult> {
   if (t.task === 'snapshot-rss') return snapshotRss(t);
+  if (t.task === 'raft-groups') return t.phase === 'create' ? raftGroupsCreate(t.dir, t.groups) : raftGroupsOpen(t.dir, t.groups);
   if (t.task === 'segments-open') return segmentsOpen(t.dir);
   // Load only what this run measures: seglog's one store, or the peers.
   const impl = t.task === 'payload-rss' ? 'seglog' : t.impl;
@@ -297,7 +301,7 @@ async function runRepeated(t: ChildTask): Promise<unknown[]> {
 export function runChild<R>(task: ChildTask): Promise<R[]> {
   const script = fileURLToPath(import.meta.url);
   return new Promise((resolve, reject) => {
-    const flags = task.task === 'snapshot-rss' ? ['--expose-gc'] : [];
+    const flags = task.task === 'snapshot-rss' || task.task === 'raft-groups' ? ['--expose-gc'] : [];
     execFile(process.execPath, [...flags, script, JSON.stringify(task)], { maxBuffer: 4 * MIB, timeout: 600_000 }, (err, stdout, stderr) => {
       if (err !== null) {
         reject(new Error(`child ${task.task} failed: ${err.message}\n${stderr}`));

@@ -11,6 +11,7 @@ export const STORES_SECTION_IDS: readonly string[] = [
   'raft-1mib',
   'raft-open',
   'raft-snapshot-rss',
+  'raft-groups',
   'payload-put',
   'payload-put-large',
   'payload-get',

@@ -29,6 +29,7 @@ import { rawAppendVariant } from '../raw.js';
 import { payload } from '../rawfs.js';
 import { runChild, type ChildTask, type HostOpenResult, type PayloadRssResult, type RaftOpenResult } from './child.js';
 import { snapshotRssGrowth, type SnapshotRssResult } from './snapshot-bench.js';
+import { RAFT_NODE_GROUPS, raftGroupsMeasurements, type RaftGroupsCreateResult, type RaftGroupsOpenResult } from './groups-bench.js';
 import { pgHostSection, type BenchPostgres } from './host-pg.js';
 import { IMPL_LABEL, type Available, type ImplName } from './impls.js';
 import { getVariant, payloadBudget, putVariant, rawReadVariant, rawWriteFsyncVariant } from './payload-bench.js';
@@ -613,6 +614,42 @@ export async function raftSnapshotRssSection(cfg: StoresConfig, seglog: SeglogSt
   });
 }
 
+/** A node of a thousand groups: create (one blank entry each), close, then open in a fresh process. */
+export async function raftGroupsSection(cfg: StoresConfig, seglog: SeglogStores, progress?: Progress): Promise<SectionResult | null> {
+  if (!seglog.raft.ok) return null;
+  const dir = path.join(cfg.root, 'raft-groups');
+  const groups = RAFT_NODE_GROUPS;
+  const creates: RaftGroupsCreateResult[] = [];
+  const opens: RaftGroupsOpenResult[] = [];
+  try {
+    for (let r = 0; r < cfg.childRuns; r++) {
+      progress?.label(`Raft: a node of ${groups} groups, created, closed and opened (run ${r + 1}/${cfg.childRuns})`);
+      creates.push(...(await runChild<RaftGroupsCreateResult>({ task: 'raft-groups', phase: 'create', dir, groups, repeat: 1 })));
+      opens.push(...(await runChild<RaftGroupsOpenResult>({ task: 'raft-groups', phase: 'open', dir, groups, repeat: 1 })));
+      progress?.advance(raftGroupsPlannedMs(cfg) / cfg.childRuns);
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+  return measurementSection({
+    id: 'raft-groups',
+    title: `A Raft node of ${groups.toLocaleString('en-US')} groups`,
+    description:
+      `In a new Node process, \`openRaftNode\` on an empty directory, then ${groups.toLocaleString('en-US')} groups created ` +
+      '(`openGroup`), each given one blank entry whose flush is awaited; then `close`; then the files under groups/ ' +
+      'are counted (apparent sizes, and allocated blocks with the directories). In a second, fresh process (--expose-gc): ' +
+      'a full collection and the RSS and /proc/self/fd count, then `openRaftNode`, then every group `openGroup` and ' +
+      '`tryGetLogEntries` of its entry (checked), then the descriptors and, after a full collection, the RSS again: its ' +
+      'growth over the group count is the memory of an idle open group (the node and its payload store included).',
+    measurements: raftGroupsMeasurements(creates, opens),
+    notes: [`Each phase of each run in a fresh Node process (${cfg.childRuns} runs). The node's open-file cache is the default (512 idle descriptors at most).`],
+  });
+}
+
+function raftGroupsPlannedMs(cfg: StoresConfig): number {
+  return cfg.childRuns * 10_000;
+}
+
 /** Rough wall time of the snapshot section, for the progress bar: ~15 ms per MiB and run. */
 function snapshotPlannedMs(cfg: StoresConfig): number {
   return cfg.childRuns * ((cfg.snapshotBytes / MIB) * 15 + 500);
@@ -1072,6 +1109,7 @@ export async function runStores(cfg: StoresConfig, deps: StoresDeps, progress?: 
   if (run('raft-1mib')) await timed(() => runSection(raftLargeSection(cfg, deps.raft), progress));
   if (run('raft-open') && deps.raft.available.length > 0) await timed(() => raftOpenSection(cfg, deps.raft, progress));
   if (run('raft-snapshot-rss')) await timed(() => raftSnapshotRssSection(cfg, deps.seglog, progress));
+  if (run('raft-groups')) await timed(() => raftGroupsSection(cfg, deps.seglog, progress));
   for (const plan of payloadPlans(cfg, deps.seglog)) await timed(() => runSection(plan, progress));
   for (const which of concurrentPayloadSections(cfg)) {
     const plan = run(which.id) ? concurrentPayloadSection(cfg, deps.seglog, which) : null;
@@ -1106,7 +1144,8 @@ export function plannedStoresMs(cfg: StoresConfig, deps: StoresDeps): number {
     (run('raft-open') ? deps.raft.available.length * ((cfg.logBytes / MIB) * 8 + cfg.childRuns * 500) : 0);
   const payloadMs = run('payload-rss') && deps.seglog.payloads.ok ? cfg.childRuns * (cfg.bigPayloadBytes / MIB) * 8 : 0;
   const snapshotMs = run('raft-snapshot-rss') && deps.seglog.raft.ok ? snapshotPlannedMs(cfg) : 0;
-  return sectionsMs + buildsMs + payloadMs + snapshotMs;
+  const groupsMs = run('raft-groups') && deps.seglog.raft.ok ? raftGroupsPlannedMs(cfg) : 0;
+  return sectionsMs + buildsMs + payloadMs + snapshotMs + groupsMs;
 }
 
 export type { StoreImplementation };

@@ -23,7 +23,7 @@
 import { randomBytes } from 'node:crypto';
 import * as path from 'node:path';
 
-import type { FdCache, SegmentedLog } from '../../segments/index.js';
+import type { FdCache, SegmentedLog, SegmentedLogOptions } from '../../segments/index.js';
 import { openSegmentedLog } from '../../segments/index.js';
 import { SeglogError, closed, corrupt, fromIo, invalid, poisoned } from '../errors.js';
 import type { FileHandle, FileSystem } from '../fs/types.js';
@@ -63,6 +63,8 @@ export interface FsStateMachineOptions<P extends StateMachinePlugin<unknown>> {
   maxRecordBytes: number;
   /** Passed to the journal's segmented log (SegmentedLogOptions.inlineSyncBelowMs). */
   inlineSyncBelowMs?: number;
+  /** The caller holds a lock excluding every other opener (the node's LOCK): the journal takes none. */
+  ownerLocked?: boolean;
 }
 
 /** Opens (recovers) the state machine stored under `options.dir`. */
@@ -131,7 +133,8 @@ export async function openFsStateMachine<P extends StateMachinePlugin<unknown>>(
     fdCache: options.fdCache,
     maxRecordBytes: options.maxRecordBytes,
     ...(options.inlineSyncBelowMs !== undefined ? { inlineSyncBelowMs: options.inlineSyncBelowMs } : {}),
-  });
+    ...(options.ownerLocked === true ? { ownerLocked: true } : {}),
+  } as SegmentedLogOptions);
   try {
     // The journal drops entries only once a snapshot holding them is durable (a build, an install,
     // a replay after either), and the current snapshot is only ever replaced by a newer one: a

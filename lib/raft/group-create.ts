@@ -10,8 +10,8 @@
 
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { openCell } from '../../cells/index.js';
-import { openSegmentedLog } from '../../segments/index.js';
+import { CELL_DEFAULT_SLOT_BYTES, encodeNewCellFile } from '../../cells/index.js';
+import { openSegmentedLog, type SegmentedLogOptions } from '../../segments/index.js';
 import { corrupt, fromIo } from '../errors.js';
 import { encodeOptionalLogId } from './codec.js';
 import {
@@ -64,16 +64,14 @@ export async function createGroupDir<P extends StateMachinePlugin<unknown>>(s: N
     await fs.mkdir(path.join(temp, SM_DIR, SNAPSHOTS_DIR));
     await writeFileDurably(fs, path.join(temp, GROUP_FILE), encodeGroupFile(id));
     const none = encodeOptionalLogId(null);
+    // Each cell file written whole under its own name: the group directory is itself the
+    // temporary file of the creation (synced below, then renamed), so the cell's own first-write
+    // protocol — a temporary file renamed into place, a directory sync each — is not needed.
     for (const [name, value] of [[VOTE_CELL, NO_VOTE], [COMMITTED_CELL, none], [PURGED_CELL, none]] as const) {
-      const cell = await openCell(path.join(temp, name), { fs });
-      try {
-        await cell.write(value);
-      } finally {
-        await cell.close();
-      }
+      await writeFileDurably(fs, path.join(temp, name), encodeNewCellFile(CELL_DEFAULT_SLOT_BYTES, value));
     }
     for (const [dir, segmentBytes] of [[path.join(temp, LOG_DIR), s.segmentBytes], [path.join(temp, SM_DIR, JOURNAL_DIR), s.journalSegmentBytes]] as const) {
-      const log = await openSegmentedLog(dir, { fs, segmentBytes, fdCache: s.fdCache, maxRecordBytes: s.maxEntryBytes });
+      const log = await openSegmentedLog(dir, { fs, segmentBytes, fdCache: s.fdCache, maxRecordBytes: s.maxEntryBytes, ownerLocked: true } as SegmentedLogOptions);
       await log.close();
     }
     await fs.syncDir(path.join(temp, SM_DIR));

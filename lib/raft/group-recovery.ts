@@ -17,8 +17,8 @@
 // - a failed open closes whatever it opened and takes its names out of the index again.
 
 import * as path from 'node:path';
-import { openCell, type Cell } from '../../cells/index.js';
-import { openSegmentedLog, type SegmentedLog } from '../../segments/index.js';
+import { openOwnedCell, type Cell } from '../../cells/index.js';
+import { openSegmentedLog, type SegmentedLog, type SegmentedLogOptions } from '../../segments/index.js';
 import { corrupt } from '../errors.js';
 import type { FsPayloadStore } from '../payloads/index.js';
 import { decodeEntry, decodeEntryLogId, decodeOptionalLogId, decodeVote } from './codec.js';
@@ -192,9 +192,9 @@ async function readVoteAndCommitted<P extends StateMachinePlugin<unknown>>(
   groupDir: string,
   opened: Opened<P>,
 ): Promise<{ voteCell: Cell; committedCell: Cell; vote: Vote | null; committed: LogId | null }> {
-  const voteCell = await openCell(path.join(groupDir, VOTE_CELL), { fs: s.fs });
+  const voteCell = await openOwnedCell(path.join(groupDir, VOTE_CELL), { fs: s.fs });
   opened.cells.push(voteCell);
-  const committedCell = await openCell(path.join(groupDir, COMMITTED_CELL), { fs: s.fs });
+  const committedCell = await openOwnedCell(path.join(groupDir, COMMITTED_CELL), { fs: s.fs });
   opened.cells.push(committedCell);
   const voteBytes = await readDefinedCell(voteCell, path.join(groupDir, VOTE_CELL), id);
   const committedBytes = await readDefinedCell(committedCell, path.join(groupDir, COMMITTED_CELL), id);
@@ -213,7 +213,7 @@ async function readLogState<P extends StateMachinePlugin<unknown>>(
   groupDir: string,
   opened: Opened<P>,
 ): Promise<{ purgedCell: Cell; purged: LogId | null; log: SegmentedLog; finishedPurge: boolean; lo: number; lastLogId: LogId | null }> {
-  const purgedCell = await openCell(path.join(groupDir, PURGED_CELL), { fs: s.fs });
+  const purgedCell = await openOwnedCell(path.join(groupDir, PURGED_CELL), { fs: s.fs });
   opened.cells.push(purgedCell);
   const purged = decodeOptionalLogId(await readDefinedCell(purgedCell, path.join(groupDir, PURGED_CELL), id));
   const log = await openSegmentedLog(path.join(groupDir, LOG_DIR), {
@@ -222,7 +222,9 @@ async function readLogState<P extends StateMachinePlugin<unknown>>(
     fdCache: s.fdCache,
     maxRecordBytes: s.maxEntryBytes,
     inlineSyncBelowMs: s.inlineSyncBelowMs,
-  });
+    // The node's LOCK excludes every other opener (node.ts): the log takes no lock of its own.
+    ownerLocked: true,
+  } as SegmentedLogOptions);
   opened.log = log;
   const finishedPurge = await finishPurge(id, log, purged);
   const lo = Math.max(log.firstIndex, nextIndex(purged));
@@ -279,6 +281,7 @@ async function loadStateMachine<P extends StateMachinePlugin<unknown>>(
     fdCache: s.fdCache,
     maxRecordBytes: s.maxEntryBytes,
     inlineSyncBelowMs: s.inlineSyncBelowMs,
+    ownerLocked: true,
   });
   opened.sm = sm;
   return { sm, snapshotLastLogId: sm.currentSnapshotMeta()?.lastLogId ?? null };

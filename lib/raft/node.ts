@@ -128,6 +128,13 @@ async function prepareNodeLayout(fs: FileSystem, dir: string): Promise<void> {
   if (names.some((n) => isGroupDirName(n))) throw corrupt(`raft node ${dir} holds groups but no ${PAYLOADS_DIR}/ payload store`, { path: payloadsDir });
 }
 
+/**
+ * Groups recovered at once by a node's open: enough to keep the libuv pool and the disk busy
+ * with the small reads and syncs of a group's open, few enough that a thousand groups do not
+ * queue a thousand opens (each holds a few descriptors only while it runs).
+ */
+const RECOVERY_CONCURRENCY = 16;
+
 class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
   readonly dir: string;
   readonly payloads: FsPayloadStore;
@@ -160,7 +167,14 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
     return [...this.#groups.keys()];
   }
 
-  /** Opens every group under groups/, each recovered in order; removes unfinished creations. */
+  /**
+   * Opens every group under groups/, each recovered in order; removes unfinished creations.
+   * Groups share nothing a recovery writes but the node's index of named digests (counts, in any
+   * order), so up to RECOVERY_CONCURRENCY of them recover at once, each through its five steps in
+   * order; the registry and `recovery` list them in directory-name order all the same. The first
+   * failure stops the others from starting; the open fails with it, and node.close() closes every
+   * group that did open.
+   */
   async recover(): Promise<void> {
     const fs = this.#settings.fs;
     let names: string[];
@@ -169,6 +183,7 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
     } catch (err) {
       throw fromIo(err, 'open groups directory', this.#groupsDir);
     }
+    const groupNames: string[] = [];
     for (const name of names.sort()) {
       const groupDir = path.join(this.#groupsDir, name);
       // Never through a link: a group directory or a leftover is this node's own, or damage.
@@ -178,13 +193,33 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
         await removeTree(fs, groupDir);
         continue;
       }
-      if (!isGroupDirName(name)) continue;
-      const id = await readGroupFile(fs, groupDir);
-      const opening = recoverGroup(this.#parts, id, groupDir);
-      this.#groups.set(id, opening);
-      const group = await opening;
-      this.recovery.set(id, group.recovery);
+      if (isGroupDirName(name)) groupNames.push(name);
     }
+    const opened: (readonly [string, Promise<OpenGroup<P>>] | undefined)[] = new Array(groupNames.length);
+    let next = 0;
+    let failed = false;
+    const worker = async (): Promise<void> => {
+      while (!failed && next < groupNames.length) {
+        const at = next++;
+        const groupDir = path.join(this.#groupsDir, groupNames[at] as string);
+        try {
+          const id = await readGroupFile(fs, groupDir);
+          const opening = recoverGroup(this.#parts, id, groupDir);
+          opened[at] = [id, opening];
+          await opening;
+        } catch (err) {
+          failed = true;
+          throw err;
+        }
+      }
+    };
+    const workers = Array.from({ length: Math.min(RECOVERY_CONCURRENCY, groupNames.length) }, worker);
+    const settled = await Promise.allSettled(workers);
+    // In directory-name order, whether or not the open failed (close() closes what is listed).
+    for (const entry of opened) if (entry !== undefined) this.#groups.set(entry[0], entry[1]);
+    const failure = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failure !== undefined) throw failure.reason;
+    for (const [id, opening] of this.#groups) this.recovery.set(id, (await opening).recovery);
   }
 
   openGroup(id: string): Promise<RaftGroup<P>> {

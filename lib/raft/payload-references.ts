@@ -5,19 +5,20 @@
 // come from the source recovery's step 5 uses (group-references.ts): each group's reference
 // checkpoint where it is believed, and a scan of the log past it (of all of it otherwise), from
 // just after each group's purged id. Guarantees: streams (one chunk of records in memory at a
-// time, plus the checkpoint's records); each group's log is opened, and so locked, only for its
-// read; nothing is written (a damaged checkpoint is scanned around, not replaced); with
+// time, plus the checkpoint's records); the node's LOCK is held for the scan (LOCKED while the
+// node is open), each group's log opened only for its read; nothing is written (a damaged checkpoint is scanned around, not replaced); with
 // `crossCheck`, the checkpoint's claims are compared with a scan of the records it covers and a
 // disagreement is CORRUPT.
 
 import * as path from 'node:path';
 import { peekCell } from '../../cells/index.js';
-import { openSegmentedLog, type SegmentedLog } from '../../segments/index.js';
+import { openSegmentedLog, type SegmentedLog, type SegmentedLogOptions } from '../../segments/index.js';
+import { lockDirectory } from '../fs/lock.js';
 import { corrupt, fromIo } from '../errors.js';
 import { realFs } from '../fs/real.js';
 import type { FileSystem } from '../fs/types.js';
 import { decodeOptionalLogId } from './codec.js';
-import { GROUPS_DIR, LOG_DIR, PURGED_CELL, isGroupDirName, readGroupFile } from './fs-layout.js';
+import { GROUPS_DIR, LOG_DIR, NODE_LOCK, PURGED_CELL, isGroupDirName, readGroupFile } from './fs-layout.js';
 import { namingRecordsOf, planGroupReferences, scanNamingRecords, type ReferencePlan } from './group-references.js';
 import type { NamingRecord } from './reference-checkpoint.js';
 import { RAFT_DEFAULT_MAX_ENTRY_BYTES } from './node-options.js';
@@ -31,8 +32,8 @@ export interface PayloadReference {
 }
 
 /**
- * Every payload reference held by the logs of the node in `dir` (which must not be open: each
- * group's log is opened, and locked, for the scan): for each live record — after the purged id —
+ * Every payload reference held by the logs of the node in `dir` (which must not be open: its LOCK
+ * is held for the scan; LOCKED otherwise): for each live record — after the purged id —
  * that names payloads, one reference per digest, group by group in index order. Streams: holds
  * one chunk of records at a time (and a group's checkpoint). `crossCheck`: each believed
  * checkpoint is compared with a scan of the records it covers (CORRUPT when they differ).
@@ -50,6 +51,23 @@ export async function* listPayloadReferences(
     if ((err as { code?: unknown }).code === 'ENOENT') return;
     throw fromIo(err, 'list', groupsDir);
   }
+  // The node's LOCK, for the whole scan: the group logs take none of their own (node.ts), so this
+  // is what refuses a node that is open (LOCKED) and keeps it from being opened meanwhile.
+  const lock = await lockDirectory(fs, dir, NODE_LOCK);
+  try {
+    yield* scanGroups(fs, groupsDir, names, options);
+  } finally {
+    await lock.unlock().catch(() => undefined);
+    await lock.close().catch(() => undefined);
+  }
+}
+
+async function* scanGroups(
+  fs: FileSystem,
+  groupsDir: string,
+  names: string[],
+  options: { maxEntryBytes?: number; crossCheck?: boolean },
+): AsyncGenerator<PayloadReference> {
   for (const name of names.sort()) {
     if (!isGroupDirName(name)) continue;
     const groupDir = path.join(groupsDir, name);
@@ -57,7 +75,11 @@ export async function* listPayloadReferences(
     // Read, not opened: a scan takes no cell lock and leaves nothing behind.
     const bytes = await peekCell(fs, path.join(groupDir, PURGED_CELL));
     const purged: LogId | null = bytes === null ? null : decodeOptionalLogId(bytes);
-    const log = await openSegmentedLog(path.join(groupDir, LOG_DIR), { fs, maxRecordBytes: options.maxEntryBytes ?? RAFT_DEFAULT_MAX_ENTRY_BYTES });
+    const log = await openSegmentedLog(path.join(groupDir, LOG_DIR), {
+      fs,
+      maxRecordBytes: options.maxEntryBytes ?? RAFT_DEFAULT_MAX_ENTRY_BYTES,
+      ownerLocked: true,
+    } as SegmentedLogOptions);
     try {
       const lo = Math.max(log.firstIndex, nextIndex(purged));
       const plan = await planGroupReferences(fs, groupDir, log, lo);
