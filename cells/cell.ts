@@ -158,12 +158,7 @@ export async function openCell(cellPath: string, options: CellOptions = {}): Pro
   // Twice at most: a first write by another handle may rename the file into place between our
   // two looks (then the second finds it, locked).
   for (let attempt = 0; ; attempt++) {
-    let handle: FileHandle | null = null;
-    try {
-      handle = await fs.open(cellPath, 'write');
-    } catch (err) {
-      if (errnoOf(err) !== 'ENOENT') throw fromIo(err, 'open cell', cellPath);
-    }
+    const handle = await openExisting(fs, cellPath);
     if (handle === null) {
       const creating = await openForCreation(fs, cellPath);
       if (creating !== null) return new FileCell(fs, cellPath, slotBytes, creating, null, mistakes);
@@ -232,7 +227,7 @@ class FileCell implements Cell {
   #value: Uint8Array | null;
   #at: Position | null;
   /** The tail of the call-order queue; never rejects. */
-  #tail: Promise<void> = Promise.resolve();
+  readonly #ops = new SerialOps();
   #closing: Promise<void> | null = null;
   #poison: SeglogError | null = null;
 
@@ -250,7 +245,7 @@ class FileCell implements Cell {
 
   read(): Promise<Uint8Array | null> {
     if (this.#closing !== null) return Promise.reject(closed(`cell ${this.#path}`));
-    return this.#enqueue(async () => (this.#value === null ? null : this.#value.slice()));
+    return this.#ops.run(async () => (this.#value === null ? null : this.#value.slice()));
   }
 
   write(value: Uint8Array): Promise<void> {
@@ -266,12 +261,12 @@ class FileCell implements Cell {
       );
     }
     const copy = value.slice();
-    return this.#enqueue(() => this.#write(copy));
+    return this.#ops.run(() => this.#write(copy));
   }
 
   close(): Promise<void> {
     if (this.#closing === null) {
-      this.#closing = this.#tail.then(async () => {
+      this.#closing = this.#ops.idle.then(async () => {
         const handle = this.#handle;
         this.#handle = null;
         // A never-written cell leaves its (empty) temporary file: removing it could pull the
@@ -282,14 +277,6 @@ class FileCell implements Cell {
     return this.#closing;
   }
 
-  #enqueue<T>(op: () => Promise<T>): Promise<T> {
-    const run = this.#tail.then(op);
-    this.#tail = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    return run;
-  }
 
   async #write(value: Uint8Array): Promise<void> {
     if (this.#poison !== null) throw poisoned(`cell ${this.#path}`, this.#poison);
@@ -345,6 +332,16 @@ class FileCell implements Cell {
 // A cell whose owner excludes every other writer by a lock of its own (a Raft node's LOCK): the
 // same Cell, holding no descriptor between calls.
 
+/** The cell file opened for writing; null when it does not exist. */
+async function openExisting(fs: FileSystem, cellPath: string): Promise<FileHandle | null> {
+  try {
+    return await fs.open(cellPath, 'write');
+  } catch (err) {
+    if (errnoOf(err) !== 'ENOENT') throw fromIo(err, 'open cell', cellPath);
+    return null;
+  }
+}
+
 /**
  * Opens the cell file `cellPath` for an owner that holds a lock excluding every other handle on
  * it (so this one takes none): a `Cell` with the guarantees of `openCell` except the lock, that
@@ -356,12 +353,7 @@ class FileCell implements Cell {
 export async function openOwnedCell(cellPath: string, options: CellOptions = {}): Promise<Cell> {
   const slotBytes = checkOptions(cellPath, options);
   const fs = options.fs ?? realFs;
-  let handle: FileHandle | null = null;
-  try {
-    handle = await fs.open(cellPath, 'write');
-  } catch (err) {
-    if (errnoOf(err) !== 'ENOENT') throw fromIo(err, 'open cell', cellPath);
-  }
+  const handle = await openExisting(fs, cellPath);
   if (handle === null) {
     if ((await fs.stat(path.dirname(cellPath)).catch(() => null))?.isDirectory !== true) {
       throw notFound(`directory of cell ${cellPath} does not exist`, { path: path.dirname(cellPath) });
@@ -388,7 +380,7 @@ class OwnedCell implements Cell {
   readonly #slotBytes: number;
   readonly #capacity: number;
   #state: CellState | null;
-  #tail: Promise<void> = Promise.resolve();
+  readonly #ops = new SerialOps();
   #closing: Promise<void> | null = null;
   #poison: SeglogError | null = null;
 
@@ -402,7 +394,7 @@ class OwnedCell implements Cell {
 
   read(): Promise<Uint8Array | null> {
     if (this.#closing !== null) return Promise.reject(closed(`cell ${this.#path}`));
-    return this.#enqueue(async () => this.#state?.live.value?.slice() ?? null);
+    return this.#ops.run(async () => this.#state?.live.value?.slice() ?? null);
   }
 
   write(value: Uint8Array): Promise<void> {
@@ -414,7 +406,7 @@ class OwnedCell implements Cell {
       );
     }
     const copy = value.slice();
-    return this.#enqueue(async () => {
+    return this.#ops.run(async () => {
       if (this.#poison !== null) throw poisoned(`cell ${this.#path}`, this.#poison);
       try {
         this.#state = await writeCellFile(this.#fs, this.#path, this.#slotBytes, this.#state, copy);
@@ -427,17 +419,8 @@ class OwnedCell implements Cell {
   }
 
   close(): Promise<void> {
-    this.#closing ??= this.#tail;
+    this.#closing ??= this.#ops.idle;
     return this.#closing;
-  }
-
-  #enqueue<T>(op: () => Promise<T>): Promise<T> {
-    const run = this.#tail.then(op);
-    this.#tail = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    return run;
   }
 }
 
@@ -532,4 +515,23 @@ function stateAfter(at: Position, value: Uint8Array): CellState {
     nextStamp: at.nextStamp,
     prepare: null,
   };
+}
+
+/** A cell's operations in call order: each starts once the one before it settled (either way). */
+class SerialOps {
+  #tail: Promise<void> = Promise.resolve();
+
+  run<T>(op: () => Promise<T>): Promise<T> {
+    const run = this.#tail.then(op);
+    this.#tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
+  }
+
+  /** Settles once every operation queued so far has. */
+  get idle(): Promise<void> {
+    return this.#tail;
+  }
 }

@@ -105,16 +105,25 @@ interface Opened<P extends StateMachinePlugin<unknown>> {
   names: GroupNames;
 }
 
+/** What the first three steps of a group's recovery share: the node's settings, the group, and what it has opened so far (closed again if a later step fails). */
+interface Recovering<P extends StateMachinePlugin<unknown>> {
+  s: NodeSettings<P>;
+  id: string;
+  groupDir: string;
+  opened: Opened<P>;
+}
+
 /** Opens the group `id` stored in `groupDir` and recovers it (steps 1–5, in order). */
 export async function recoverGroup<P extends StateMachinePlugin<unknown>>(node: NodeParts<P>, id: string, groupDir: string): Promise<OpenGroup<P>> {
   const s = node.settings;
   const opened: Opened<P> = { cells: [], log: null, sm: null, names: new GroupNames() };
   try {
     await checkDefiningFiles(s.fs, id, groupDir);
-    const { voteCell, committedCell, vote, committed } = await readVoteAndCommitted(s, id, groupDir, opened);
-    const logState = await readLogState(s, id, groupDir, opened);
+    const g: Recovering<P> = { s, id, groupDir, opened };
+    const { voteCell, committedCell, vote, committed } = await readVoteAndCommitted(g);
+    const logState = await readLogState(g);
     const log = logState.log;
-    const { sm, snapshotLastLogId } = await loadStateMachine(s, id, groupDir, opened);
+    const { sm, snapshotLastLogId } = await loadStateMachine(g);
     const { applied, replayed, behindLog } = await reconcile(id, log, sm, committed, logState.lo);
     const checked = await verifyPayloadReferences(node, id, groupDir, log, logState.lo, logState.lastLogId, opened.names);
 
@@ -187,11 +196,9 @@ async function readDefinedCell(cell: Cell, file: string, id: string): Promise<Ui
 
 /** Step 1: the vote and the committed pointer. */
 async function readVoteAndCommitted<P extends StateMachinePlugin<unknown>>(
-  s: NodeSettings<P>,
-  id: string,
-  groupDir: string,
-  opened: Opened<P>,
+  g: Recovering<P>,
 ): Promise<{ voteCell: Cell; committedCell: Cell; vote: Vote | null; committed: LogId | null }> {
+  const { s, id, groupDir, opened } = g;
   const voteCell = await openOwnedCell(path.join(groupDir, VOTE_CELL), { fs: s.fs });
   opened.cells.push(voteCell);
   const committedCell = await openOwnedCell(path.join(groupDir, COMMITTED_CELL), { fs: s.fs });
@@ -208,11 +215,9 @@ async function readVoteAndCommitted<P extends StateMachinePlugin<unknown>>(
  * live index (`lo`, just after the purged id) and the last entry's id.
  */
 async function readLogState<P extends StateMachinePlugin<unknown>>(
-  s: NodeSettings<P>,
-  id: string,
-  groupDir: string,
-  opened: Opened<P>,
+  g: Recovering<P>,
 ): Promise<{ purgedCell: Cell; purged: LogId | null; log: SegmentedLog; finishedPurge: boolean; lo: number; lastLogId: LogId | null }> {
+  const { s, id, groupDir, opened } = g;
   const purgedCell = await openOwnedCell(path.join(groupDir, PURGED_CELL), { fs: s.fs });
   opened.cells.push(purgedCell);
   const purged = decodeOptionalLogId(await readDefinedCell(purgedCell, path.join(groupDir, PURGED_CELL), id));
@@ -267,11 +272,9 @@ async function finishPurge(id: string, log: SegmentedLog, purged: LogId | null):
 
 /** Step 3: the newest snapshot and the applied position (the state machine's own recovery). */
 async function loadStateMachine<P extends StateMachinePlugin<unknown>>(
-  s: NodeSettings<P>,
-  id: string,
-  groupDir: string,
-  opened: Opened<P>,
+  g: Recovering<P>,
 ): Promise<{ sm: FsStateMachine<P>; snapshotLastLogId: LogId | null }> {
+  const { s, id, groupDir, opened } = g;
   const sm = await openFsStateMachine<P>({
     groupId: id,
     dir: path.join(groupDir, SM_DIR),
