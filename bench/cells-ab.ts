@@ -12,11 +12,11 @@
 // First, the cell write itself, the two builds interleaved op by op (`--pairs`, default 3,000).
 // `--memory` runs every store on a MemoryFs instead of the disk: what is left is CPU.
 
-import { mkdir, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { runSection, type Variant } from './harness/runner.js';
+import { pathToFileURL } from 'node:url';
+import type { Variant } from './harness/runner.js';
+import { pairedBuildsMain } from './paired-builds.js';
 import { closedLoop, type Budget } from './harness/timing.js';
 
 /** The two builds' modules are loaded at run time, each from its own dist: untyped here. */
@@ -158,44 +158,22 @@ function fsForCell(b: Build, root: string, memory: boolean): { fs?: Any } {
 }
 
 async function main(argv: string[]): Promise<void> {
-  const arg = (name: string): string | undefined => {
-    const i = argv.indexOf(name);
-    return i < 0 ? undefined : argv[i + 1];
-  };
-  const baseline = arg('--baseline');
-  if (baseline === undefined) {
-    console.error('usage: node dist/bench/cells-ab.js --baseline <other build>/dist [--rounds N] [--ms N] [--slices N] [--pairs N] [--memory]');
-    process.exitCode = 2;
-    return;
-  }
-  const rounds = Number(arg('--rounds') ?? 12);
-  const ms = Number(arg('--ms') ?? 1200);
-  const slices = Number(arg('--slices') ?? 4);
-  const memory = argv.includes('--memory');
-  const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-  const builds = [await load('baseline', path.resolve(baseline)), await load('this', here)];
-  const root = path.join(tmpdir(), `seglog-cells-ab-${process.pid}`);
-  await mkdir(root, { recursive: true });
-  try {
-    const sections: [string, Variant[]][] = [
+  await pairedBuildsMain(argv, {
+    name: 'cells-ab',
+    what: 'cells A/B',
+    extraUsage: ' [--pairs N]',
+    rounds: 12,
+    ms: 1200,
+    budget: { maxOps: 100_000, minOps: 20 },
+    load,
+    before: (builds, root, memory, arg) => interleavedWrites(builds, root, memory, Number(arg('--pairs') ?? 3000)),
+    sections: (builds, root, memory) => [
       ['saveVote', builds.map((b) => raftVariant(b, root, memory, 'saveVote'))],
       ['saveCommitted', builds.map((b) => raftVariant(b, root, memory, 'saveCommitted'))],
       ['segment roll', builds.map((b) => rollVariant(b, root, memory))],
       ['host acquire', builds.map((b) => acquireVariant(b, root, memory))],
-    ];
-    console.log(`cells A/B on ${memory ? 'MemoryFs (CPU only)' : `the disk under ${root}`}: ${rounds} paired rounds of ${ms} ms per variant, ${slices} slices`);
-    await interleavedWrites(builds, root, memory, Number(arg('--pairs') ?? 3000));
-    for (const [title, variants] of sections) {
-      const r = await runSection({ id: title, title, description: '', variants, baseline: 'baseline', rounds, warmupRounds: 1, slices, budget: { durationMs: ms, maxOps: 100_000, minOps: 20 } });
-      for (const v of r.variants) {
-        const s = v.summary;
-        const ratio = v.ratio === null ? '' : `; this/baseline per round: median ${v.ratio.recordsPerSec.median.toFixed(3)} (${v.ratio.recordsPerSec.min.toFixed(2)}–${v.ratio.recordsPerSec.max.toFixed(2)})`;
-        console.log(`${title.padEnd(14)} ${v.id.padEnd(8)} ${s.opsPerSec.median.toFixed(0)} ops/s, p50 ${s.p50Us.median.toFixed(0)} µs, p99 ${s.p99Us.median.toFixed(0)} µs${ratio}`);
-      }
-    }
-  } finally {
-    await rm(root, { recursive: true, force: true });
-  }
+    ],
+  });
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await main(process.argv.slice(2));

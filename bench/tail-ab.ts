@@ -10,11 +10,11 @@
 // (bench/harness: paired rounds, sliced), so the disk's drift hits both alike; the ratio is this
 // build over the baseline, per round, then the median. `--memory` runs on a MemoryFs (CPU only).
 
-import { mkdir, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { runSection, type Variant } from './harness/runner.js';
+import { pathToFileURL } from 'node:url';
+import type { Variant } from './harness/runner.js';
+import { pairedBuildsMain } from './paired-builds.js';
 import { closedLoop, type Budget } from './harness/timing.js';
 
 /** The two builds' modules are loaded at run time, each from its own dist: untyped here. */
@@ -77,46 +77,21 @@ function openCloseVariant(b: Build, root: string, memory: boolean): Variant {
 }
 
 async function main(argv: string[]): Promise<void> {
-  const arg = (name: string): string | undefined => {
-    const i = argv.indexOf(name);
-    return i < 0 ? undefined : argv[i + 1];
-  };
-  const baseline = arg('--baseline');
-  if (baseline === undefined) {
-    console.error('usage: node dist/bench/tail-ab.js --baseline <other build>/dist [--rounds N] [--ms N] [--slices N] [--memory]');
-    process.exitCode = 2;
-    return;
-  }
-  const rounds = Number(arg('--rounds') ?? 10);
-  const ms = Number(arg('--ms') ?? 1000);
-  const slices = Number(arg('--slices') ?? 4);
-  const memory = argv.includes('--memory');
-  const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-  const builds = [await load('baseline', path.resolve(baseline)), await load('this', here)];
-  const root = path.join(tmpdir(), `seglog-tail-ab-${process.pid}`);
-  await mkdir(root, { recursive: true });
-  try {
-    const sections: [string, Variant[]][] = [
+  await pairedBuildsMain(argv, {
+    name: 'tail-ab',
+    what: 'tail A/B',
+    rounds: 10,
+    ms: 1000,
+    budget: { maxOps: 1_000_000, minOps: 5 },
+    load,
+    sections: (builds, root, memory) => [
       ['256 B × 1', builds.map((b) => appendVariant(b, root, memory, 256, 1))],
       ['64 KiB × 1', builds.map((b) => appendVariant(b, root, memory, 64 * 1024, 1))],
       ['1 MiB × 1', builds.map((b) => appendVariant(b, root, memory, 1 << 20, 1))],
       ['4 KiB × 16', builds.map((b) => appendVariant(b, root, memory, 4096, 16))],
       ['open+close', builds.map((b) => openCloseVariant(b, root, memory))],
-    ];
-    const only = arg('--only');
-    console.log(`tail A/B on ${memory ? 'MemoryFs (CPU only)' : `the disk under ${root}`}: ${rounds} paired rounds of ${ms} ms per variant, ${slices} slices`);
-    for (const [title, variants] of sections) {
-      if (only !== undefined && !title.includes(only)) continue;
-      const r = await runSection({ id: title, title, description: '', variants, baseline: 'baseline', rounds, warmupRounds: 1, slices, budget: { durationMs: ms, maxOps: 1_000_000, minOps: 5 } });
-      for (const v of r.variants) {
-        const s = v.summary;
-        const ratio = v.ratio === null ? '' : `; this/baseline per round: median ${v.ratio.recordsPerSec.median.toFixed(3)} (${v.ratio.recordsPerSec.min.toFixed(2)}–${v.ratio.recordsPerSec.max.toFixed(2)})`;
-        console.log(`${title.padEnd(12)} ${v.id.padEnd(8)} ${s.opsPerSec.median.toFixed(0)} ops/s, p50 ${s.p50Us.median.toFixed(0)} µs, p99 ${s.p99Us.median.toFixed(0)} µs${ratio}`);
-      }
-    }
-  } finally {
-    await rm(root, { recursive: true, force: true });
-  }
+    ],
+  });
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await main(process.argv.slice(2));

@@ -248,14 +248,7 @@ async function storesSections(withSeglog: boolean): Promise<SectionResult[]> {
     'host-200/lmdb': [20_000, 40_000, 20_000, 10_000, 20_000],
     ...(withSeglog ? { 'host-1/seglog': [950, 1900, 950, 950, 950], 'host-200/seglog': [30_000, 30_000, 30_000, 30_000, 30_000] } : {}),
   };
-  const variants = Object.keys(rates).map((id) => ({
-    id,
-    label: id,
-    async run() {
-      const r = rates[id]?.shift() ?? 1;
-      return { ops: 10, records: 10, bytes: 3000, elapsedNs: (10 / r) * 1e9, latenciesNs: new Float64Array(10).fill(1000) };
-    },
-  }));
+  const variants = scriptedVariants(rates);
   const host = await runSection({ id: 'host-commits', title: 't', description: 'd', variants, baseline: 'raw-300', rounds: 5, warmupRounds: 0, budget: { durationMs: 1, maxOps: 1, minOps: 1 } });
   const open: SectionResult = {
     ...host,
@@ -603,7 +596,16 @@ test('host-commits: the bare segmented log rows stand beside the one-writer comm
     'segments-300': [2000, 4000, 1000],
     'host-1/seglog': [1000, 1000, 1500],
   };
-  const variants = Object.keys(rates).map((id) => ({
+  const variants = scriptedVariants(rates);
+  const section = await runSection({ id: 'host-commits', title: 't', description: 'd', variants, baseline: 'raw-300', rounds: 3, warmupRounds: 0, budget: { durationMs: 1, maxOps: 1, minOps: 1 } });
+  // Per round: 1000/2000, 1000/4000, 1500/1000 → median 0.5.
+  assert.match(primitiveNote(section) ?? '', /: 0\.500× \(0\.250–1\.500\)/);
+  assert.equal(primitiveNote({ ...section, variants: section.variants.filter((v) => v.id !== 'segments-300') }), null);
+});
+
+/** One variant per id whose rounds run at the rates given, in order (10 ops of 300 B a round). */
+function scriptedVariants(rates: Record<string, number[]>): { id: string; label: string; run(): Promise<{ ops: number; records: number; bytes: number; elapsedNs: number; latenciesNs: Float64Array }> }[] {
+  return Object.keys(rates).map((id) => ({
     id,
     label: id,
     async run() {
@@ -611,8 +613,4 @@ test('host-commits: the bare segmented log rows stand beside the one-writer comm
       return { ops: 10, records: 10, bytes: 3000, elapsedNs: (10 / r) * 1e9, latenciesNs: new Float64Array(10).fill(1000) };
     },
   }));
-  const section = await runSection({ id: 'host-commits', title: 't', description: 'd', variants, baseline: 'raw-300', rounds: 3, warmupRounds: 0, budget: { durationMs: 1, maxOps: 1, minOps: 1 } });
-  // Per round: 1000/2000, 1000/4000, 1500/1000 → median 0.5.
-  assert.match(primitiveNote(section) ?? '', /: 0\.500× \(0\.250–1\.500\)/);
-  assert.equal(primitiveNote({ ...section, variants: section.variants.filter((v) => v.id !== 'segments-300') }), null);
-});
+}

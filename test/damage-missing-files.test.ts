@@ -13,12 +13,10 @@ import * as path from 'node:path';
 
 import { isSeglogError } from '../lib/errors.js';
 import { openPayloadStore } from '../lib/payloads/index.js';
-import { encodeKvCommand } from '../lib/raft/kv.js';
 import { groupDirectory, openRaftNode } from '../lib/raft/node.js';
-import type { Entry, LogId } from '../lib/raft/types.js';
 import { openSegmentedLog } from '../segments/index.js';
+import { OPTS, buildNode } from './support/damage-node.js';
 
-const OPTS = { segmentBytes: 4096, journalSegmentBytes: 4096 };
 
 async function withRoot(body: (root: string) => Promise<void>): Promise<void> {
   const root = await fsp.mkdtemp(path.join(os.tmpdir(), 'seglog-damage-missing-'));
@@ -38,29 +36,6 @@ function corruptNaming(p: string): (err: unknown) => boolean {
   };
 }
 
-function lid(term: number, index: number): LogId {
-  return { leaderId: { term, nodeId: 1 }, index };
-}
-
-function kv(index: number): Entry {
-  return { logId: lid(1, index), payload: { type: 'normal', data: encodeKvCommand({ op: 'set', key: `k${index}`, value: new TextEncoder().encode(`v${index}`) }) } };
-}
-
-/** A node with group 'g': a vote, 20 entries committed and applied, a snapshot, a purge through 9. */
-async function buildNode(dir: string): Promise<void> {
-  const node = await openRaftNode(dir, OPTS);
-  const g = await node.openGroup('g');
-  await g.log.saveVote({ leaderId: { term: 1, nodeId: 1 }, committed: true });
-  const entries = Array.from({ length: 20 }, (_, i) => kv(i));
-  await new Promise<void>((resolve, reject) => {
-    g.log.append(entries, (err) => (err === null ? resolve() : reject(err))).catch(reject);
-  });
-  await g.log.saveCommitted(lid(1, 19));
-  await g.stateMachine.apply(entries);
-  await (await g.stateMachine.getSnapshotBuilder()).buildSnapshot();
-  await g.log.purge(lid(1, 9));
-  await node.close();
-}
 
 for (const victim of ['log', 'log/MANIFEST', 'vote.cell', 'committed.cell', 'purged.cell', 'sm/journal', 'sm/journal/MANIFEST', 'sm/snapshots']) {
   test(`raft group: a deleted ${victim} is CORRUPT naming it, not a group made again over the rest`, async () => {

@@ -21,6 +21,7 @@ import { encodeKvCommand, type KvPlugin } from '../../lib/raft/kv.js';
 import { openRaftNode, type RaftGroup, type RaftNode } from '../../lib/raft/node.js';
 import { getInitialState, tryGetLogEntry } from '../../lib/raft/storage-helper.js';
 import { compareLogId, compareVote, logIdEquals, type Entry, type LogId, type Vote } from '../../lib/raft/types.js';
+import { seededRandom } from '../../lib/crash/determinism.js';
 
 export interface SimOptions {
   seed: number;
@@ -43,17 +44,8 @@ export interface SimReport {
   checks: number;
 }
 
-/** mulberry32. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** mulberry32, the crash runner's. */
+const rng = seededRandom;
 
 const NODE_DIR = '/node';
 const GROUP = 'g';

@@ -16,6 +16,7 @@ import { MemoryFs, type DiskImage } from '../../lib/fs/memory.js';
 import type { FileHandle, FileSystem, OpenMode } from '../../lib/fs/types.js';
 import { SeglogError } from '../../lib/errors.js';
 import { HostStoreError } from '../../lib/host/errors.js';
+import { seededRandom } from '../../lib/crash/determinism.js';
 
 /** What is done to one file. `at` is a byte offset (for 'extend': the number of bytes added). */
 export type DamageKind = 'byte-flip' | 'bit-flip' | 'len-max' | 'truncate' | 'extend' | 'delete';
@@ -89,17 +90,8 @@ export const STATE_TIMEOUT_MS = 20_000;
 // ---------------------------------------------------------------------------------------------
 // Deterministic choices.
 
-/** A small seeded generator (mulberry32). */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A small seeded generator (the crash runner's mulberry32). */
+export const rng = seededRandom;
 
 function seedOf(text: string): number {
   let h = 2166136261;
