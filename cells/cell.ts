@@ -226,7 +226,7 @@ class FileCell implements Cell {
   #created: boolean;
   #value: Uint8Array | null;
   #at: Position | null;
-  /** The tail of the call-order queue; never rejects. */
+  /** Reads and writes in call order. */
   readonly #ops = new SerialOps();
   #closing: Promise<void> | null = null;
   #poison: SeglogError | null = null;
@@ -276,7 +276,6 @@ class FileCell implements Cell {
     }
     return this.#closing;
   }
-
 
   async #write(value: Uint8Array): Promise<void> {
     if (this.#poison !== null) throw poisoned(`cell ${this.#path}`, this.#poison);
