@@ -21,6 +21,7 @@ import type { SegmentedLog } from '../../segments/index.js';
 import { corrupt, fromIo } from '../errors.js';
 import type { FileHandle, FileSystem } from '../fs/types.js';
 import { ByteReader, ByteWriter, readOptionalLogId, writeOptionalLogId } from './codec.js';
+import { writeFileDurably } from './fs-layout.js';
 import type { GroupNames } from './payload-names.js';
 import { cloneLogId, logIdEquals, type LogId } from './types.js';
 
@@ -139,20 +140,7 @@ export async function writeReferenceCheckpoint(fs: FileSystem, groupDir: string,
   await fs.unlink(tmp).catch((err: unknown) => {
     if ((err as { code?: unknown }).code !== 'ENOENT') throw fromIo(err, 'remove', tmp);
   });
-  let h: FileHandle;
-  try {
-    h = await fs.open(tmp, 'create-exclusive');
-  } catch (err) {
-    throw fromIo(err, 'create', tmp);
-  }
-  try {
-    await h.write(bytes, 0);
-    await h.datasync();
-  } catch (err) {
-    throw fromIo(err, 'write', tmp);
-  } finally {
-    await h.close().catch(() => undefined);
-  }
+  await writeFileDurably(fs, tmp, bytes);
   const file = path.join(groupDir, REFS_FILE);
   try {
     await fs.rename(tmp, file);
