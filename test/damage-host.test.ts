@@ -217,3 +217,11 @@ test("fs realm: a row file or head blob its scope's home names, deleted, is dama
     await fsp.rm(root, { recursive: true, force: true });
   }
 });
+
+test('isDamagedAnswer tells the host stores’ answer to damage from other UNAVAILABLE answers', async () => {
+  const { isDamagedAnswer } = await import('../lib/index.js');
+  const { corrupt } = await import('../lib/errors.js');
+  assert.equal(isDamagedAnswer(HostStoreError.damaged(corrupt('a flipped byte', { file: '/x' }))), true);
+  assert.equal(isDamagedAnswer(HostStoreError.unavailable('the store handle is closed')), false);
+  assert.equal(isDamagedAnswer(corrupt('not a host answer')), false);
+});

@@ -26,7 +26,7 @@ export {
   FENCE_MAX_COMMIT_LATENCY_SECS,
   ScopeVersion,
 } from './types.js';
-export { HostStoreError, isHostStoreError, type HostStoreErrorCode } from './errors.js';
+export { HostStoreError, isDamagedAnswer, isHostStoreError, type HostStoreErrorCode } from './errors.js';
 export { compareNames, isScopeName, isCommitId, isScopeKind } from './names.js';
 export { CommitBatch } from './batch.js';
 export { FenceTiming } from './timing.js';
