@@ -847,3 +847,19 @@ test('verify reports every damaged blob and refcount file, and holders without b
   assert.deepEqual(deep.problems.map((p) => p.digest).sort(), [chunkDamaged.digest, refsDamaged.digest, orphan.digest].sort());
   await again.close();
 });
+
+test('addRef whose refcount marker cannot be made fails and leaves no holder; a retry makes both', async () => {
+  const m = new MemoryFs({ trace: false });
+  const faulty = new FaultyFs(m);
+  const store = await openPayloadStore(DIR, { fs: faulty });
+  const info = await store.put(piecesOf(bytesOf(7, 100)));
+  faulty.fail({ kind: 'open', path: /\.held$/, error: 'ENOSPC' });
+  await rejectsWith(store.addRef(info.digest, 'q'), 'NO_SPACE');
+  faulty.clearFaults();
+  assert.deepEqual(await store.refs(info.digest), [], 'the failed call added no holder');
+  assert.deepEqual(filesUnder(m.currentImage(), `${DIR}/refs`), [], 'neither a refcount file nor a marker is left');
+  await store.addRef(info.digest, 'q');
+  assert.deepEqual(await store.refs(info.digest), ['q']);
+  assert.equal(filesUnder(m.currentImage(), `${DIR}/refs`).filter((f) => f.endsWith('.held')).length, 1, 'the retry made the marker');
+  await store.close();
+});

@@ -615,8 +615,17 @@ export class FsPayloadStore implements PayloadStore {
           throw new SeglogError('TOO_LARGE', `payload ${digest} already has ${MAX_HOLDERS} holders`, { details: { digest } });
         }
         await this.#writeRefs(hex, [...holders, holder]);
-        // The first holder: the refcount file is durable, now its marker (see #heldPath).
-        if (holders.length === 0) await this.#markHeld(hex);
+        // The first holder: the refcount file is durable, now its marker (see #heldPath). If the
+        // marker cannot be made, the holder set goes back to empty before the call fails, so a
+        // failed addRef leaves nothing (and a retry makes both again).
+        if (holders.length === 0) {
+          try {
+            await this.#markHeld(hex);
+          } catch (err) {
+            await this.#writeRefs(hex, []);
+            throw err;
+          }
+        }
       }),
     );
   }
