@@ -12,7 +12,8 @@
 import { crc32 } from 'node:zlib';
 import { corrupt } from '../../errors.js';
 import type { ScopeKind } from '../types.js';
-import { FORMAT_VERSION, MAGIC, putU16, putU32, putU64, text, u16, u32, u64, utf8 } from './format-bytes.js';
+import { decodeUtf8ExactAt } from '../../text.js';
+import { FORMAT_VERSION, MAGIC, putU16, putU32, putU64, u16, u32, u64, utf8 } from './format-bytes.js';
 import { KIND_CODE, kindOfCode } from './format-names.js';
 
 /** Tables came with realm format 2: they carry the realm's version. */
@@ -45,22 +46,80 @@ export function compareKeys(kindA: number, nameA: Uint8Array, kindB: number, nam
   return Buffer.compare(nameA, nameB);
 }
 
-/** One scope as a table holds it. Rows and head are views into the bytes decoded from. */
-export interface TableEntry {
-  kind: ScopeKind;
-  name: string;
-  nameBytes: Uint8Array;
-  deleted: boolean;
-  homed: boolean;
-  version: number;
-  commitId: string;
-  first: number;
-  end: number;
-  head: Uint8Array;
-  /** Rows [first, end) when inline; empty when homed or deleted. */
-  rows: Uint8Array[];
+/**
+ * One scope as a table holds it: its fixed fields decoded, its name and commit id as strings, and
+ * the rest read on demand from the block it was decoded from (a listing of 100,000 scopes makes no
+ * view it does not need).
+ */
+export class TableEntry {
+  readonly kind: ScopeKind;
+  readonly name: string;
+  readonly deleted: boolean;
+  readonly homed: boolean;
+  readonly version: number;
+  readonly commitId: string;
+  readonly first: number;
+  readonly end: number;
+  readonly #block: Buffer;
+  readonly #at: number;
+  readonly #size: number;
+  readonly #nameLen: number;
+  readonly #headAt: number;
+  readonly #headLen: number;
+
+  /** @internal Made by `decodeBlock`, which checked every length. */
+  constructor(block: Buffer, at: number, size: number, kind: ScopeKind, name: string, commitId: string, fields: { deleted: boolean; homed: boolean; version: number; first: number; end: number; nameLen: number; headAt: number; headLen: number }) {
+    this.#block = block;
+    this.#at = at;
+    this.#size = size;
+    this.kind = kind;
+    this.name = name;
+    this.commitId = commitId;
+    this.deleted = fields.deleted;
+    this.homed = fields.homed;
+    this.version = fields.version;
+    this.first = fields.first;
+    this.end = fields.end;
+    this.#nameLen = fields.nameLen;
+    this.#headAt = fields.headAt;
+    this.#headLen = fields.headLen;
+  }
+
+  get kindCode(): number {
+    return this.#block[this.#at + 4]!;
+  }
+  get nameBytes(): Uint8Array {
+    return this.#block.subarray(this.#at + ENTRY_FIXED, this.#at + ENTRY_FIXED + this.#nameLen);
+  }
+  /** A view of the head (copy it to keep it past the block). */
+  get head(): Uint8Array {
+    return this.#block.subarray(this.#headAt, this.#headAt + this.#headLen);
+  }
+  get headLength(): number {
+    return this.#headLen;
+  }
   /** The entry's encoded bytes (length field included): what a round copies when the scope did not change. */
-  raw: Uint8Array;
+  get raw(): Uint8Array {
+    return this.#block.subarray(this.#at, this.#at + this.#size);
+  }
+  /** Views of rows [first, end) when inline; none when homed or deleted. */
+  get rows(): Uint8Array[] {
+    const out: Uint8Array[] = [];
+    if (this.deleted || this.homed) return out;
+    let p = this.#headAt + this.#headLen;
+    for (let i = this.first; i < this.end; i++) {
+      const rl = u32(this.#block, p);
+      out.push(this.#block.subarray(p + 4, p + 4 + rl));
+      p += 4 + rl;
+    }
+    return out;
+  }
+  /** Compares this entry's key with (kind code, name bytes), without a view. */
+  compareTo(code: number, name: Uint8Array): number {
+    const k = this.kindCode;
+    if (k !== code) return k - code;
+    return this.#block.compare(name, 0, name.length, this.#at + ENTRY_FIXED, this.#at + ENTRY_FIXED + this.#nameLen);
+  }
 }
 
 /** What an entry is made from. */
@@ -118,60 +177,61 @@ export function encodeEntry(p: EntryParts): Uint8Array {
   return b;
 }
 
-/** The entries of a block, in order. `where` names the file and the block's offset for errors. */
-export function decodeBlock(block: Uint8Array, file: string, blockOffset: number): TableEntry[] {
+/** The entries of a block, in order, every length checked; CORRUPT naming the file and offset otherwise. */
+export function decodeBlock(bytes: Uint8Array, file: string, blockOffset: number): TableEntry[] {
+  const block = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const out: TableEntry[] = [];
   let at = 0;
+  let prevAt = -1;
+  let prevEnd = 0;
   while (at < block.length) {
     const bad = (why: string): Error => corrupt(`scope table ${file}: entry at offset ${blockOffset + at} ${why}`, { file, offset: blockOffset + at });
     if (block.length - at < 4) throw bad('is cut short');
     const len = u32(block, at);
     if (len < ENTRY_FIXED - 4 || len > MAX_ENTRY_BYTES || at + 4 + len > block.length) throw bad('has a length out of range');
-    const b = block.subarray(at, at + 4 + len);
-    const kind = kindOfCode(b[4]!);
-    const flags = b[5]!;
-    if (kind === undefined || (flags & ~(T_DELETED | T_HOMED)) !== 0 || b[9] !== 0) throw bad('has an unknown kind or flag');
-    const nameLen = u16(b, 6);
-    const idLen = b[8]!;
-    const headLen = u32(b, 34);
-    const version = u64(b, 10);
-    const first = u64(b, 18);
-    const end = u64(b, 26);
+    const stop = at + 4 + len;
+    const kind = kindOfCode(block[at + 4]!);
+    const flags = block[at + 5]!;
+    if (kind === undefined || (flags & ~(T_DELETED | T_HOMED)) !== 0 || block[at + 9] !== 0) throw bad('has an unknown kind or flag');
+    const nameLen = u16(block, at + 6);
+    const idLen = block[at + 8]!;
+    const headLen = u32(block, at + 34);
+    const version = u64(block, at + 10);
+    const first = u64(block, at + 18);
+    const end = u64(block, at + 26);
     if (nameLen < 1 || idLen < 1 || ![version, first, end].every(Number.isSafeInteger) || version < 1 || first > end) throw bad('has values out of range');
-    let p = ENTRY_FIXED;
-    if (p + nameLen + idLen + headLen > b.length) throw bad('has lengths that disagree');
-    const nameBytes = b.subarray(p, p + nameLen);
+    const nameAt = at + ENTRY_FIXED;
+    const headAt = nameAt + nameLen + idLen;
+    if (headAt + headLen > stop) throw bad('has lengths that disagree');
     let name: string;
     let commitId: string;
     try {
-      name = text(nameBytes);
-      commitId = text(b.subarray(p + nameLen, p + nameLen + idLen));
+      name = decodeUtf8ExactAt(block, nameAt, nameAt + nameLen);
+      commitId = decodeUtf8ExactAt(block, nameAt + nameLen, headAt);
     } catch {
       throw bad('has a name or commit id that is not UTF-8');
     }
-    p += nameLen + idLen;
-    const head = b.subarray(p, p + headLen);
-    p += headLen;
     const deleted = (flags & T_DELETED) !== 0;
     const homed = (flags & T_HOMED) !== 0;
-    const rows: Uint8Array[] = [];
+    let p = headAt + headLen;
     if (!deleted && !homed) {
       // Each row's length is bounded by the entry's bytes, so the count of rows cannot outrun them.
       for (let i = first; i < end; i++) {
-        if (p + 4 > b.length) throw bad('holds fewer rows than it names');
-        const rl = u32(b, p);
-        if (p + 4 + rl > b.length) throw bad('has a row longer than the entry');
-        rows.push(b.subarray(p + 4, p + 4 + rl));
+        if (p + 4 > stop) throw bad('holds fewer rows than it names');
+        const rl = u32(block, p);
+        if (p + 4 + rl > stop) throw bad('has a row longer than the entry');
         p += 4 + rl;
       }
     } else if (headLen !== 0 || (deleted && first !== end)) throw bad('is a tombstone or homed entry with inline parts');
-    if (p !== b.length) throw bad('has bytes past its end');
-    if (out.length > 0) {
-      const prev = out[out.length - 1]!;
-      if (compareKeys(KIND_CODE[prev.kind], prev.nameBytes, b[4]!, nameBytes) >= 0) throw bad('is out of name order');
+    if (p !== stop) throw bad('has bytes past its end');
+    if (prevAt >= 0) {
+      const order = block[prevAt + 4]! - block[at + 4]! || block.compare(block, nameAt, nameAt + nameLen, prevAt + ENTRY_FIXED, prevEnd);
+      if (order >= 0) throw bad('is out of name order');
     }
-    out.push({ kind, name, nameBytes, deleted, homed, version, commitId, first, end, head, rows, raw: b });
-    at += 4 + len;
+    prevAt = at;
+    prevEnd = nameAt + nameLen;
+    out.push(new TableEntry(block, at, 4 + len, kind, name, commitId, { deleted, homed, version, first, end, nameLen, headAt, headLen }));
+    at = stop;
   }
   return out;
 }

@@ -31,6 +31,7 @@ import {
   decodeCheckpoint,
   HOME_STATE_FILE,
   sameBytes,
+  SCOPES_DIR,
   scopeDigest,
   TABLES_DIR,
   type CheckpointValue,
@@ -470,11 +471,13 @@ export class RealmHandle {
     }
   }
 
-  /** `tables/` is made with the realm: a realm without it lost its scope tables. */
+  /** `scopes/` and `tables/` are made with the realm: a realm without one lost its homes or its scope tables. */
   async #checkTablesDir(): Promise<void> {
-    const d = path.join(this.dir, TABLES_DIR);
-    const st = await this.fs.lstat(d);
-    if (st === null || !st.isDirectory) throw corrupt(`realm ${this.dir} has no ${TABLES_DIR}/ directory`, { file: d });
+    for (const name of [SCOPES_DIR, TABLES_DIR]) {
+      const d = path.join(this.dir, name);
+      const st = await this.fs.lstat(d);
+      if (st === null || !st.isDirectory) throw corrupt(`realm ${this.dir} has no ${name}/ directory`, { file: d });
+    }
   }
 
   // ---------------------------------------------------------------------------------------------

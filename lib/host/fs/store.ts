@@ -31,7 +31,7 @@ import { checkpointRound } from './checkpoint.js';
 import type { CheckpointAnswer, CheckpointRequest, CheckpointWorkerData } from './checkpoint-worker.js';
 import { Committer } from './commit.js';
 import { acquire, renew } from './fence.js';
-import { bootBytes, FORMAT_VERSION, MAX_HOLDER_ID_BYTES, OtherFormatVersion, type HomeValue } from './format.js';
+import { bootBytes, FORMAT_VERSION, MAX_HOLDER_ID_BYTES, OtherFormatVersion, type HomeValue, type TableEntry } from './format.js';
 import { readHomeHead } from './home.js';
 import { RealmHandle, type RealmSettings } from './realm.js';
 import { checkStripeCount } from './realm-create.js';
@@ -435,36 +435,64 @@ export class FsHostStore implements HostStore {
     const heads: ListedHead[] = [];
     let more = false;
     /** Takes a visible scope; answers false once the page is full and one more was seen. */
-    const take = async (name: string, version: number, commitId: string, head: () => Promise<Uint8Array>): Promise<boolean> => {
-      if (heads.length === limit) {
-        more = true;
-        return false;
-      }
-      heads.push({ name, head: { version, commitId, head: await head() } });
+    const full = (): boolean => {
+      if (heads.length < limit) return false;
+      more = true;
       return true;
     };
     const fromView = async (name: string): Promise<boolean> => {
       const e = r.view.scopes.get(scopeKey({ kind, name }))!;
       const st = r.view.state(e);
       if (!st.exists) return true;
-      return take(name, st.version, st.commitId, () => this.#head(e, st));
+      if (full()) return false;
+      heads.push({ name, head: { version: st.version, commitId: st.commitId, head: await this.#head(e, st) } });
+      return true;
     };
     const t = r.table;
     if (t !== null) {
-      await t.scan(kind, after === null ? null : Buffer.from(after, 'utf8'), async (ent) => {
-        while (vi < names.length && compareNames(names[vi]!, ent.name) < 0) if (!(await fromView(names[vi++]!))) return false;
-        if (vi < names.length && names[vi] === ent.name) return fromView(names[vi++]!);
-        if (ent.deleted) return true;
-        if (!ent.homed) return take(ent.name, ent.version, ent.commitId, async () => ent.head.slice());
-        // A large scope: its state is its home's.
-        const home = await r.readBase({ kind, name: ent.name, key: scopeKey({ kind, name: ent.name }) });
-        if (home === null || home.deleted) return true;
-        return take(ent.name, home.version, home.commitId, () => readHomeHead(r.fs, r.scopeDir({ kind, name: ent.name, key: scopeKey({ kind, name: ent.name }) }), home));
+      await t.scan(kind, after === null ? null : Buffer.from(after, 'utf8'), (ent) => {
+        // Only when a scope of the view sorts at or before this entry does the view have a say.
+        if (vi >= names.length || compareNames(names[vi]!, ent.name) > 0) return this.#entryInPage(ent, kind, heads, full);
+        return (async () => {
+          const x = await this.#viewFirst(names, vi, ent.name, fromView);
+          vi = x.vi;
+          if (x.more !== true) return x.more === 'taken';
+          return this.#entryInPage(ent, kind, heads, full);
+        })();
       });
     }
     while (!more && vi < names.length) if (!(await fromView(names[vi++]!))) break;
     const last = heads[heads.length - 1];
     return { heads, next: more && last !== undefined ? last.name : null };
+  }
+
+  /** Takes the view's names before `name` (and `name` itself, whose view state replaces its entry). */
+  async #viewFirst(names: readonly string[], vi: number, name: string, fromView: (name: string) => Promise<boolean>): Promise<{ vi: number; more: boolean | 'taken' }> {
+    while (vi < names.length && compareNames(names[vi]!, name) < 0) if (!(await fromView(names[vi++]!))) return { vi, more: false };
+    if (vi < names.length && names[vi] === name) return { vi: vi + 1, more: (await fromView(names[vi]!)) ? 'taken' : false };
+    return { vi, more: true };
+  }
+
+  /**
+   * A table entry no view state replaces: a tombstone is skipped, a small scope's head is in the
+   * entry (no turn of the event loop), a large scope's state is its home's.
+   */
+  #entryInPage(ent: TableEntry, kind: ScopeKind, heads: ListedHead[], full: () => boolean): boolean | Promise<boolean> {
+    if (ent.deleted) return true;
+    if (!ent.homed) {
+      if (full()) return false;
+      heads.push({ name: ent.name, head: { version: ent.version, commitId: ent.commitId, head: ent.head.slice() } });
+      return true;
+    }
+    const r = this.#r;
+    const ref = { kind, name: ent.name, key: scopeKey({ kind, name: ent.name }) };
+    return (async () => {
+      const home = await r.readBase(ref);
+      if (home === null || home.deleted) return true;
+      if (full()) return false;
+      heads.push({ name: ent.name, head: { version: home.version, commitId: home.commitId, head: await readHomeHead(r.fs, r.scopeDir(ref), home) } });
+      return true;
+    })();
   }
 
   /** The view's scopes of a kind (those records past the checkpoint touch). */

@@ -51,7 +51,8 @@ export function tablePath(realm: string, seq: number): string {
 }
 
 async function readExactly(h: FileHandle, file: string, length: number, at: number): Promise<Uint8Array> {
-  const b = new Uint8Array(length);
+  // Not zero-filled: the read must fill every byte, or the table is refused.
+  const b = Buffer.allocUnsafeSlow(length);
   const n = await h.read(b, at);
   if (n !== length) throw corrupt(`scope table ${file} is shorter than its footer says (${n} of ${length} bytes at offset ${at})`, { file, offset: at });
   return b;
@@ -147,9 +148,8 @@ export class ScopeTable {
       let hi = entries.length - 1;
       while (lo <= hi) {
         const mid = (lo + hi) >>> 1;
-        const e = entries[mid]!;
-        const c = compareKeys(KIND_CODE[e.kind], e.nameBytes, code, nameBytes);
-        if (c === 0) return e;
+        const c = entries[mid]!.compareTo(code, nameBytes);
+        if (c === 0) return entries[mid]!;
         if (c < 0) lo = mid + 1;
         else hi = mid - 1;
       }
@@ -162,6 +162,7 @@ export class ScopeTable {
    * `each` one at a time until it answers false. Consecutive blocks are read together.
    */
   scan(kind: ScopeKind, after: Uint8Array | null, each: (e: TableEntry) => boolean | Promise<boolean>): Promise<void> {
+    const afterBuf = after === null ? null : Buffer.from(after.buffer, after.byteOffset, after.byteLength);
     return this.use(async () => {
       const code = KIND_CODE[kind];
       let i = after === null ? this.#firstBlockOfKind(code) : Math.max(0, this.#blockOf(code, after));
@@ -169,11 +170,13 @@ export class ScopeTable {
         const run = await this.#blocksFrom(i);
         for (const entries of run) {
           for (const e of entries) {
-            const k = KIND_CODE[e.kind];
+            const k = e.kindCode;
             if (k < code) continue;
             if (k > code) return;
-            if (after !== null && Buffer.compare(e.nameBytes, after) <= 0) continue;
-            if (!(await each(e))) return;
+            if (afterBuf !== null && e.compareTo(code, afterBuf) <= 0) continue;
+            // Most answers come at once (a small scope's entry): no turn of the event loop for those.
+            const more = each(e);
+            if (!(more === true || (more !== false && (await more)))) return;
           }
         }
         i += run.length;
@@ -186,7 +189,12 @@ export class ScopeTable {
     await this.use(async () => {
       for (let i = 0; i < this.blocks.length; ) {
         const run = await this.#blocksFrom(i, false);
-        for (const entries of run) for (const e of entries) await each(e);
+        for (const entries of run) {
+          for (const e of entries) {
+            const done = each(e);
+            if (done !== undefined) await done;
+          }
+        }
         i += run.length;
       }
     });
@@ -248,12 +256,12 @@ export class ScopeTable {
     if (crc32(bytes) !== k.crc) throw corrupt(`scope table ${this.file}: block at offset ${k.offset} fails its checksum`, { file: this.file, offset: k.offset });
     const entries = decodeBlock(bytes, this.file, k.offset);
     const first = entries[0];
-    if (entries.length !== k.entries || first === undefined || KIND_CODE[first.kind] !== k.kind || !sameBytes(first.nameBytes, k.firstName)) {
+    if (entries.length !== k.entries || first === undefined || first.compareTo(k.kind, k.firstName) !== 0) {
       throw corrupt(`scope table ${this.file}: block at offset ${k.offset} is not the one its index names`, { file: this.file, offset: k.offset });
     }
     const next = this.blocks[i + 1];
     const last = entries[entries.length - 1]!;
-    if (next !== undefined && compareKeys(KIND_CODE[last.kind], last.nameBytes, next.kind, next.firstName) >= 0) {
+    if (next !== undefined && last.compareTo(next.kind, next.firstName) >= 0) {
       throw corrupt(`scope table ${this.file}: block at offset ${k.offset} reaches past the next block's first key`, { file: this.file, offset: k.offset });
     }
     if (keep) {
