@@ -16,16 +16,6 @@ export function decodeUtf8Exact(bytes: Uint8Array): string {
   return exact.decode(bytes);
 }
 
-/**
- * `decodeUtf8Exact` of `bytes[start, end)`, without a copy or a view: ASCII (every byte below
- * 0x80, which is what most names are) is read as Latin-1, which is then the same string; anything
- * else goes through the exact decoder.
- */
-export function decodeUtf8ExactAt(bytes: Buffer, start: number, end: number): string {
-  for (let i = start; i < end; i++) if (bytes[i]! >= 0x80) return exact.decode(bytes.subarray(start, end));
-  return bytes.toString('latin1', start, end);
-}
-
 /** `decodeUtf8Exact`, or null when the bytes are not UTF-8. */
 export function tryDecodeUtf8Exact(bytes: Uint8Array): string | null {
   try {

@@ -12,7 +12,7 @@
 import { crc32 } from 'node:zlib';
 import { corrupt } from '../../errors.js';
 import type { ScopeKind } from '../types.js';
-import { decodeUtf8ExactAt } from '../../text.js';
+import { decodeUtf8Exact } from '../../text.js';
 import { FORMAT_VERSION, MAGIC, putU16, putU32, putU64, u16, u32, u64, utf8 } from './format-bytes.js';
 import { KIND_CODE, kindOfCode } from './format-names.js';
 
@@ -47,6 +47,15 @@ export function compareKeys(kindA: number, nameA: Uint8Array, kindB: number, nam
 }
 
 /**
+ * `decodeUtf8Exact` of `bytes[start, end)` without a view: ASCII (every byte below 0x80, which
+ * most names are) read as Latin-1 is the same string; anything else goes through the exact decoder.
+ */
+function textAt(bytes: Buffer, start: number, end: number): string {
+  for (let i = start; i < end; i++) if (bytes[i]! >= 0x80) return decodeUtf8Exact(bytes.subarray(start, end));
+  return bytes.toString('latin1', start, end);
+}
+
+/**
  * One scope as a table holds it: its fixed fields decoded, its name and commit id as strings, and
  * the rest read on demand from the block it was decoded from (a listing of 100,000 scopes makes no
  * view it does not need).
@@ -68,8 +77,8 @@ export class TableEntry {
   readonly #headLen: number;
 
   /** @internal Made by `decodeBlock`, which checked every length. */
-  constructor(block: Buffer, at: number, size: number, kind: ScopeKind, name: string, commitId: string, fields: { deleted: boolean; homed: boolean; version: number; first: number; end: number; nameLen: number; headAt: number; headLen: number }) {
-    this.#block = block;
+  constructor(bytes: Uint8Array, at: number, size: number, kind: ScopeKind, name: string, commitId: string, fields: { deleted: boolean; homed: boolean; version: number; first: number; end: number; nameLen: number; headAt: number; headLen: number }) {
+    this.#block = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     this.#at = at;
     this.#size = size;
     this.kind = kind;
@@ -206,8 +215,8 @@ export function decodeBlock(bytes: Uint8Array, file: string, blockOffset: number
     let name: string;
     let commitId: string;
     try {
-      name = decodeUtf8ExactAt(block, nameAt, nameAt + nameLen);
-      commitId = decodeUtf8ExactAt(block, nameAt + nameLen, headAt);
+      name = textAt(block, nameAt, nameAt + nameLen);
+      commitId = textAt(block, nameAt + nameLen, headAt);
     } catch {
       throw bad('has a name or commit id that is not UTF-8');
     }
