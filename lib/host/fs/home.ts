@@ -280,11 +280,16 @@ export class HomeBuilder {
   async #ensureDir(): Promise<void> {
     if (this.#dirReady) return;
     const fs = this.#fs;
+    const fanout = path.dirname(this.dir);
     if ((await fs.stat(this.dir)) === null) {
-      const fanout = path.dirname(this.dir);
       const fanoutNew = (await fs.stat(fanout)) === null;
       await fs.mkdir(this.dir);
       if (fanoutNew) this.#dirs.add(path.join(this.realm, SCOPES_DIR));
+      this.#dirs.add(fanout);
+    } else if (this.old === null) {
+      // A home new to the table whose directory exists: a round that failed or was cut short made
+      // it, and nothing says its name (or its fan-out's) ever became durable. Sync them as if new.
+      this.#dirs.add(path.join(this.realm, SCOPES_DIR));
       this.#dirs.add(fanout);
     }
     this.#dirReady = true;
@@ -519,7 +524,8 @@ export class HomeBuilder {
     } finally {
       await this.close();
     }
-    if (this.#created) await fs.syncDir(this.dir);
+    // A new home's own entries too (its cell may be a leftover whose name was never synced).
+    if (this.#created || this.old === null) await fs.syncDir(this.dir);
     const value: HomeValue = {
       kind: this.kind,
       name: this.name,
