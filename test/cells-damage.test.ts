@@ -219,7 +219,8 @@ test('the fs host store: a damaged scope home state or checkpoint is CORRUPT, ne
   const store = await openRealm(m, 'a');
   const { token } = await store.acquireFence('takeover');
   const scope = { kind: 'session' as const, name: 'alpha' };
-  await store.commit(CommitBatch.tryNew('c1', token, [{ scope, previous: null, next: 1, head: te.encode('head 1'), append: [te.encode('row 0')] }]));
+  // A row past what the scope table keeps inline: the scope has a home, whose cell is damaged below.
+  await store.commit(CommitBatch.tryNew('c1', token, [{ scope, previous: null, next: 1, head: te.encode('head 1'), append: [new Uint8Array(17 * 1024).fill(1)] }]));
   assert.ok(await store.checkpoint());
   const files = Object.keys(m.currentImage().files);
   const home = files.find((f) => f.startsWith('/realm/scopes/') && f.endsWith('/state'));
@@ -285,7 +286,8 @@ test('the fs host store: a home whose value would not fit its cell keeps its hea
   for (let v = 1; v <= 149; v++) {
     // Each round seals the row file holding the last row and starts a new one.
     const id = `${String(v).padStart(4, '0')}${'c'.repeat(124)}`;
-    const update = v === 1 ? { scope, previous: null, next: 1, head, append: [te.encode('r'), te.encode('r')] } : { scope, previous: v - 1, next: v, head, truncateAfter: end - 1, append: [te.encode('r'), te.encode('r')] };
+    // The first row outgrows the scope table (the scope has a home); truncations keep it.
+    const update = v === 1 ? { scope, previous: null, next: 1, head, append: [new Uint8Array(17 * 1024).fill(1), te.encode('r')] } : { scope, previous: v - 1, next: v, head, truncateAfter: end - 1, append: [te.encode('r'), te.encode('r')] };
     await store.commit(CommitBatch.tryNew(id, token, [update]));
     end = v === 1 ? 2 : end + 1;
     assert.ok(await store.checkpoint());

@@ -77,6 +77,8 @@ for (const [victim, checkpoint] of [
   ['fence/state', false],
   ['fence/lock', false],
   ['scopes', true],
+  ['tables', true],
+  ['tables/0000000000000001.tbl', true],
   ['stripes/0/published', false],
   ['stripes/1/lock', false],
   ['stripes/2/gate', false],
@@ -122,7 +124,8 @@ test('fs realm: damage anywhere answers UNAVAILABLE with a CORRUPT cause naming 
     const scopes = Array.from({ length: 5 }, (_, i) => ({ kind: 'record' as const, name: `s${i}` }));
     for (const [i, scope] of scopes.entries()) {
       await store.commit(
-        CommitBatch.tryNew(`a${i}`, token, [{ scope, previous: null, next: 1, head: new Uint8Array(40).fill(i + 1), append: [new Uint8Array(30).fill(i)] }]),
+        // The last scope's rows outgrow the scope table: it has a home (a cell and a row file).
+        CommitBatch.tryNew(`a${i}`, token, [{ scope, previous: null, next: 1, head: new Uint8Array(40).fill(i + 1), append: [new Uint8Array(i === 4 ? 17 * 1024 : 30).fill(i)] }]),
       );
     }
     await store.checkpoint();
@@ -183,7 +186,8 @@ test("fs realm: a row file or head blob its scope's home names, deleted, is dama
     const scope = { kind: 'record' as const, name: 'big' };
     const store = await openFsHostStore(dir);
     const { token } = await store.acquireFence('exclusive');
-    await store.commit(CommitBatch.tryNew('c1', token, [{ scope, previous: null, next: 1, head: new Uint8Array(3000).fill(7), append: [new Uint8Array([1]), new Uint8Array([2])] }]));
+        // Rows past what the scope table keeps inline: the scope has a home of its own.
+    await store.commit(CommitBatch.tryNew('c1', token, [{ scope, previous: null, next: 1, head: new Uint8Array(3000).fill(7), append: [new Uint8Array([1]), new Uint8Array(17 * 1024).fill(2)] }]));
     assert.equal(await store.checkpoint(), true);
     await store.close();
     const homes: string[] = [];

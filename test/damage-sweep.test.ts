@@ -71,17 +71,11 @@ interface Allowance {
 /**
  * KNOWN_UNFIXED: findings of a defect the stores do not yet answer, each allowed only by an entry
  * here, narrow by store, file kind, damage and outcome (an entry that matched nothing in a run is
- * printed as "no longer needed", and then goes). Left today:
- * - a scope home's `state` deleted. The scope vanishes; when its last batch is still only in the
- *   stripes, that batch is voided on replay for every scope it touches (another scope served at
- *   an older version). No record outside the home says a scope exists, so no open-time check can
- *   tell this from a scope that never was: it needs a record of the realm's scopes beside the
- *   homes (the checkpointer's sorted table of heads, when it lands, is that record). Stated in
- *   docs/host-store.md ("What is not protected").
+ * printed as "no longer needed", and then goes). None is left: the last one, a deleted scope home
+ * `state`, went when the realm's scope table began to name every checkpointed scope (a home it
+ * names that is missing is CORRUPT).
  */
-const KNOWN_UNFIXED: readonly Allowance[] = [
-  { tag: 'a deleted scope home state (needs a record of the scopes outside the homes)', store: 'host-fs', fileKind: /^home state$/, kinds: ['delete'], outcomes: ['lost', 'served-stale'] },
-];
+const KNOWN_UNFIXED: readonly Allowance[] = [];
 
 function allowedBy(r: StateResult, files: readonly string[]): Allowance | undefined {
   if (r.outcome === 'untyped' || r.outcome === 'unbounded' || r.outcome === 'hung') return undefined;

@@ -14,7 +14,9 @@ import { CommitBatch, openFsHostStore, type FsHostStore, type ScopeRef } from '.
 const te = new TextEncoder();
 
 function rowOf(scope: number, index: number): Uint8Array {
-  return te.encode(`s${scope}-r${index}-${'x'.repeat((scope * 37 + index * 11) % 300)}`);
+  // Every fourth scope has long rows: it outgrows the scope table and gets a home of its own.
+  const long = scope % 4 === 0 ? 'L'.repeat(700) : '';
+  return te.encode(`s${scope}-r${index}-${'x'.repeat((scope * 37 + index * 11) % 300)}${long}`);
 }
 
 async function expectScope(store: FsHostStore, ref: ScopeRef, want: { version: number; head: string; first: number; end: number; scope: number }): Promise<void> {
@@ -28,7 +30,7 @@ async function expectScope(store: FsHostStore, ref: ScopeRef, want: { version: n
   rows.forEach((r, k) => assert.deepEqual(Buffer.from(r.data), Buffer.from(rowOf(want.scope, want.first + k)), `${ref.name} row ${want.first + k}`));
 }
 
-test('checkpoint rounds on a worker thread move the stripes into the homes while commits go on', { timeout: 120_000 }, async () => {
+test('checkpoint rounds on a worker thread move the stripes into the scope table and the homes while commits go on', { timeout: 120_000 }, async () => {
   const root = await mkdtemp(join(tmpdir(), 'seglog-host-ckpt-'));
   const dir = join(root, 'realm');
   try {
@@ -62,13 +64,17 @@ test('checkpoint rounds on a worker thread move the stripes into the homes while
         }),
       );
     }
-    // Rounds ran (on the worker): homes exist and early stripe files are gone.
+    // Rounds ran (on the worker): a scope table exists, the large scopes have homes, and early
+    // stripe files are gone.
     let homes = 0;
-    for (let wait = 0; wait < 200 && homes === 0; wait++) {
+    let tables = 0;
+    for (let wait = 0; wait < 200 && (homes === 0 || tables === 0); wait++) {
       homes = (await readdir(join(dir, 'scopes')).catch(() => [])).length;
-      if (homes === 0) await new Promise((r) => setTimeout(r, 50));
+      tables = (await readdir(join(dir, 'tables')).catch(() => [])).length;
+      if (homes === 0 || tables === 0) await new Promise((r) => setTimeout(r, 50));
     }
-    assert.ok(homes > 0, 'a checkpoint round wrote homes');
+    assert.ok(tables > 0, 'a checkpoint round wrote a scope table');
+    assert.ok(homes > 0, 'a checkpoint round gave the large scopes homes');
     const reader = await openFsHostStore(dir, { ...options, checkpointIn: 'thread' });
     for (const [i, scope] of scopes.entries()) {
       await expectScope(store, scope, model[i]!);

@@ -176,3 +176,58 @@ test('a failed group of two commits is voided whole: the retry of the first (sam
   assert.equal((await d.loadHead(X))?.commitId, 'bx');
   for (const s of [a, b, c, d]) await s.close();
 });
+
+// A checkpoint round that meets a fault: in the scope table's write, its fdatasync, the checkpoint
+// cell, or a home it moves. The round answers UNAVAILABLE; every load (this handle, another process,
+// the power-loss image) shows exactly what was committed; the next round completes; nothing a round
+// cut short left behind is ever read.
+for (const [what, rule] of [
+  ['the scope table write (ENOSPC, short)', { kind: 'writev', path: '*.tbl', shortWrite: 100 }],
+  ['the scope table fdatasync (EIO)', { kind: 'datasync', path: '*.tbl' }],
+  ['the checkpoint cell (EIO)', { kind: ['write', 'writev'], path: '*/checkpoint' }],
+  ["a home's row file (EIO)", { kind: ['write', 'writev'], path: '*/r-*' }],
+] as [string, FaultRule][]) {
+  test(`a fault in a checkpoint round: ${what} answers UNAVAILABLE; loads show what was committed; the next round completes`, async () => {
+    const { machine, open } = setup();
+    const faulty = new FaultyFs(machine.newProcess());
+    const a = await open(faulty);
+    const { token } = await a.acquireFence('exclusive');
+    const scopes: ScopeRef[] = Array.from({ length: 6 }, (_, i) => ({ kind: 'session', name: `s${i}` }));
+    const big = (i: number): Uint8Array => new Uint8Array(9000).fill(i);
+    for (const [i, scope] of scopes.entries()) {
+      // s0 outgrows the scope table (a home); the others stay small.
+      const append = i === 0 ? [big(1), big(2)] : [te.encode(`row-${i}`)];
+      await a.commit(CommitBatch.tryNew(`c${i}`, token, [{ scope, previous: null, next: 1, head: te.encode(`h-${i}`), append }]));
+    }
+    const want = async (store: FsHostStore): Promise<void> => {
+      for (const [i, scope] of scopes.entries()) {
+        const h = await store.loadHead(scope);
+        assert.equal(h?.commitId, `c${i}`, `${scope.name}`);
+        assert.equal((await store.readRows(scope, 0, 10)).length, i === 0 ? 2 : 1);
+      }
+      let listed = 0;
+      for (let after: string | null = null, page = 0; page < 10; page++) {
+        const p = await store.listHeads('session', after, 2);
+        listed += p.heads.length;
+        if (p.next === null) break;
+        after = p.next;
+      }
+      assert.equal(listed, scopes.length);
+    };
+    faulty.fail(rule);
+    assert.equal(await code(a.checkpoint()), 'UNAVAILABLE');
+    faulty.clearFaults();
+    await want(a);
+    const b = await open(machine.newProcess());
+    await want(b);
+    assert.equal(await b.checkpoint(), true, 'the next round completes');
+    await want(b);
+    await want(a);
+    await b.close();
+    await a.close();
+    const disk = new MemoryFs({ image: machine.durableImage(), trace: false });
+    const c = await open(disk, 'boot-2');
+    await want(c);
+    await c.close();
+  });
+}

@@ -94,7 +94,7 @@ class RealmMap {
       return b;
     };
     const ckValue = cellValue(file('checkpoint'), DEFAULT_SLOT_BYTES)!;
-    const stripes = (ckValue.length - 16) / 32;
+    const stripes = (ckValue.length - 40) / 32; // 16 bytes before the positions, 24 after (the scope table)
     const ck = decodeCheckpoint(ckValue, stripes, 'checkpoint');
     for (let k = 0; k < stripes; k++) {
       this.ck.push(ck.positions[k]!);

@@ -13,7 +13,7 @@
 // - the Raft snapshot section drives seglog's own node and state machine, with a bench-only plugin
 //   in place of the KV example (snapshot-bench.ts says why), and its report says so.
 
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { CommitBatch } from '../../lib/host/batch.js';
 import type { HostStore, ScopeRef } from '../../lib/host/types.js';
@@ -47,6 +47,8 @@ export interface StoresConfig {
   maxBytesPerRun: number;
   /** Scopes in the realm whose open is measured (the target is stated for 10,000). */
   realmScopes: number;
+  /** Scopes of the second, larger realm measured the same way (0: none; the target is stated for 100,000). */
+  realmScopesLarge: number;
   /** Size of the Raft log whose cold open is measured. */
   logBytes: number;
   /** Size of one payload in the put/get sections. */
@@ -89,6 +91,7 @@ export function storesConfig(root: string, quick: boolean, rounds: number, overr
         budget: { durationMs: 40, maxOps: 1_000_000, minOps: 5 },
         maxBytesPerRun: 16 * MIB,
         realmScopes: 1000,
+        realmScopesLarge: 0,
         logBytes: 32 * MIB,
         payloadBytes: 4 * MIB,
         largePayloadBytes: 8 * MIB,
@@ -108,6 +111,7 @@ export function storesConfig(root: string, quick: boolean, rounds: number, overr
         budget: { durationMs: 600, maxOps: 2_000_000, minOps: 20 },
         maxBytesPerRun: 128 * MIB,
         realmScopes: 10_000,
+        realmScopesLarge: 100_000,
         logBytes: 1024 * MIB,
         payloadBytes: 16 * MIB,
         largePayloadBytes: 33 * MIB,
@@ -240,73 +244,118 @@ export async function buildRealm(store: HostStore, scopes: number): Promise<numb
   return (nowNs() - t0) / 1e6;
 }
 
+/** Bytes allocated on disk (st_blocks × 512) and files under `dir`. */
+async function diskUse(dir: string): Promise<{ bytes: number; files: number; dirs: number }> {
+  let bytes = 0;
+  let files = 0;
+  let dirs = 0;
+  const walk = async (d: string): Promise<void> => {
+    for (const e of await readdir(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) {
+        dirs++;
+        await walk(p);
+      } else {
+        files++;
+        bytes += (await stat(p)).blocks * 512;
+      }
+    }
+  };
+  await walk(dir);
+  return { bytes, files, dirs };
+}
+
 export async function hostOpenSection(cfg: StoresConfig, impls: Available<HostStore>, progress?: Progress): Promise<SectionResult> {
-  const n = cfg.realmScopes;
-  const dirs = new Map<string, string>();
   const measurements: Measurement[] = [];
-  try {
-    for (const impl of impls.available) {
-      const dir = path.join(cfg.root, `realm-${impl.name}`);
-      await rm(dir, { recursive: true, force: true });
-      await mkdir(dir, { recursive: true });
-      progress?.label(`host store: building a realm of ${n.toLocaleString('en-US')} scopes in ${impl.label}`);
-      const store = await impl.open(dir);
-      const ms = await buildRealm(store, n);
-      await impl.close(store);
-      progress?.advance(n * 0.2);
-      dirs.set(impl.name, dir);
-      measurements.push(
-        measurement({ id: `build-realm/${impl.name}`, label: `${impl.label}: build the realm (${n.toLocaleString('en-US')} scopes, batches of 500, 4 in flight)`, unit: 'ms', runs: [ms], params: { scopes: n, implementation: impl.name } }),
+  const notes: string[] = [];
+  const sizes = [cfg.realmScopes, cfg.realmScopesLarge].filter((n, i, all) => n > 0 && all.indexOf(n) === i);
+  for (const [sizeIndex, n] of sizes.entries()) {
+    // The first size keeps the ids the targets name; the larger one's carry its size.
+    const suffix = sizeIndex === 0 ? '' : `-${n}`;
+    const dirs = new Map<string, string>();
+    try {
+      for (const impl of impls.available) {
+        const dir = path.join(cfg.root, `realm-${impl.name}-${n}`);
+        await rm(dir, { recursive: true, force: true });
+        await mkdir(dir, { recursive: true });
+        progress?.label(`host store: building a realm of ${n.toLocaleString('en-US')} scopes in ${impl.label}`);
+        const store = await impl.open(dir);
+        const ms = await buildRealm(store, n);
+        const params = { scopes: n, implementation: impl.name };
+        // The fs store's checkpoint round (what a realm at rest has been through), timed.
+        const checkpointer = store as HostStore & { checkpoint?: () => Promise<boolean> };
+        if (typeof checkpointer.checkpoint === 'function') {
+          const t0 = nowNs();
+          await checkpointer.checkpoint();
+          measurements.push(measurement({ id: `checkpoint-realm${suffix}/${impl.name}`, label: `${impl.label}: one checkpoint round over the new realm`, unit: 'ms', runs: [(nowNs() - t0) / 1e6], params }));
+        }
+        await impl.close(store);
+        progress?.advance(n * 0.2);
+        dirs.set(impl.name, dir);
+        const disk = await diskUse(dir);
+        measurements.push(
+          measurement({ id: `build-realm${suffix}/${impl.name}`, label: `${impl.label}: build the realm (${n.toLocaleString('en-US')} scopes, batches of 500, 4 in flight)`, unit: 'ms', runs: [ms], params }),
+          measurement({
+            id: `disk-realm${suffix}/${impl.name}`,
+            label: `${impl.label}: bytes on disk after the build (and, for seglog, a checkpoint round), closed`,
+            unit: 'MiB',
+            runs: [bytesToMiB(disk.bytes)],
+            params,
+            notes: [`${disk.files} file(s), ${disk.dirs} directorie(s); allocated blocks, not apparent sizes`],
+          }),
+        );
+      }
+      const results = await childRunsOf<HostOpenResult>(
+        cfg,
+        impls.available.map((i) => i.name),
+        (name, repeat) => ({ task: 'host-open', impl: name as ImplName, dir: dirs.get(name) as string, repeat }),
+        (name, r) => {
+          progress?.label(`host store: opening the realm of ${n.toLocaleString('en-US')} scopes (${name}, run ${r + 1}/${cfg.childRuns})`);
+          progress?.advance(500);
+        },
       );
+      for (const [name, runs] of results) {
+        const bad = runs.find((x) => x.heads !== n);
+        if (bad !== undefined) throw new Error(`${name}: the reopened realm listed ${bad.heads} of ${n} scopes`);
+      }
+      for (const impl of impls.available) {
+        const runs = results.get(impl.name) ?? [];
+        const params = { scopes: n, implementation: impl.name };
+        measurements.push(
+          measurement({ id: `open-realm${suffix}/${impl.name}`, label: `${impl.label}: open the realm (${n.toLocaleString('en-US')} scopes)`, unit: 'ms', runs: runs.map((x) => x.openMs), params }),
+          measurement({
+            id: `open-list-realm${suffix}/${impl.name}`,
+            label: `${impl.label}: open the realm of ${n.toLocaleString('en-US')} scopes and list every head (Core's bulk load)`,
+            unit: 'ms',
+            runs: runs.map((x) => x.openListMs),
+            params,
+          }),
+          measurement({
+            id: `rss-open-realm${suffix}/${impl.name}`,
+            label: `${impl.label}: resident memory growth, open + list every head (${n.toLocaleString('en-US')} scopes)`,
+            unit: 'MiB',
+            runs: runs.map((x) => bytesToMiB(x.rssAfterBytes - x.rssBeforeBytes)),
+            params,
+            notes: [`process RSS after: ${runs.map((x) => bytesToMiB(x.rssAfterBytes).toFixed(0)).join(', ')} MiB`],
+          }),
+        );
+      }
+    } finally {
+      for (const dir of dirs.values()) await rm(dir, { recursive: true, force: true });
     }
-    const results = await childRunsOf<HostOpenResult>(
-      cfg,
-      impls.available.map((i) => i.name),
-      (name, repeat) => ({ task: 'host-open', impl: name as ImplName, dir: dirs.get(name) as string, repeat }),
-      (name, r) => {
-        progress?.label(`host store: opening the realm (${name}, run ${r + 1}/${cfg.childRuns})`);
-        progress?.advance(500);
-      },
-    );
-    for (const [name, runs] of results) {
-      const bad = runs.find((x) => x.heads !== n);
-      if (bad !== undefined) throw new Error(`${name}: the reopened realm listed ${bad.heads} of ${n} scopes`);
-    }
-    for (const impl of impls.available) {
-      const runs = results.get(impl.name) ?? [];
-      const params = { scopes: n, implementation: impl.name };
-      measurements.push(
-        measurement({ id: `open-realm/${impl.name}`, label: `${impl.label}: open the realm`, unit: 'ms', runs: runs.map((x) => x.openMs), params }),
-        measurement({
-          id: `open-list-realm/${impl.name}`,
-          label: `${impl.label}: open the realm and list every head (Core's bulk load)`,
-          unit: 'ms',
-          runs: runs.map((x) => x.openListMs),
-          params,
-        }),
-        measurement({
-          id: `rss-open-realm/${impl.name}`,
-          label: `${impl.label}: resident memory growth, open + list every head`,
-          unit: 'MiB',
-          runs: runs.map((x) => bytesToMiB(x.rssAfterBytes - x.rssBeforeBytes)),
-          params,
-          notes: [`process RSS after: ${runs.map((x) => bytesToMiB(x.rssAfterBytes).toFixed(0)).join(', ')} MiB`],
-        }),
-      );
-    }
-  } finally {
-    for (const dir of dirs.values()) await rm(dir, { recursive: true, force: true });
   }
+  notes.push(processNote(cfg), ...missingNotes('host store', impls.missing));
   return measurementSection({
     id: 'host-open',
-    title: `Opening a realm of ${n.toLocaleString('en-US')} scopes`,
+    title: `Opening realms of ${sizes.map((n) => n.toLocaleString('en-US')).join(' and ')} scopes`,
     description:
-      `A realm of ${n.toLocaleString('en-US')} scopes (each a 100 B head and one 200 B row; a tenth of them of kind "mob", ` +
-      'the rest "session") is built once per implementation through the SPI. Then, in a new Node process, the store is ' +
+      `Realms of ${sizes.map((n) => n.toLocaleString('en-US')).join(' and ')} scopes (each a 100 B head and one 200 B row; a tenth of them of kind "mob", ` +
+      'the rest "session") are built once per implementation through the SPI; the fs store then runs one checkpoint round (timed), ' +
+      'and every store is closed and its bytes on disk counted. Then, in a new Node process, the store is ' +
       'opened, and every head of every kind is listed in pages of 1,000, as Core does at open; resident memory is read ' +
       'before the open and after the listing. The page cache is warm (the realm was just written).',
     measurements,
-    notes: [processNote(cfg), ...missingNotes('host store', impls.missing)],
+    notes,
   });
 }
 
@@ -846,6 +895,91 @@ function measured(sections: readonly SectionResult[], sectionId: string, id: str
   return sections.find((s) => s.id === sectionId)?.measurements.find((m) => m.id === id);
 }
 
+/**
+ * The realm-scale targets, from the host-open section: open + list every head against
+ * better-sqlite3 at 10,000 and 100,000 scopes (time no more, RSS growth under 1.5×), bytes on disk
+ * at 10,000 under 2× better-sqlite3's file, one checkpoint round of the 10,000-scope realm under 1 s.
+ */
+function realmScaleTargets(sections: readonly SectionResult[], judged: boolean, whyHost: string | null): TargetCheck[] {
+  const median = (id: string): number | null => measured(sections, 'host-open', id)?.summary.median ?? null;
+  const out: TargetCheck[] = [];
+  const sizes = [
+    ['', '10,000'],
+    ['-100000', '100,000'],
+  ] as const;
+  const missing = whyHost ?? 'NOT MEASURED (the host-open section did not run at this size, or a peer is missing)';
+  for (const [suffix, label] of sizes) {
+    const ours = median(`open-list-realm${suffix}/seglog`);
+    const theirs = median(`open-list-realm${suffix}/sqlite`);
+    out.push(
+      checkTarget(
+        {
+          id: `host-open-list${suffix === '' ? '-10k' : '-100k'}-vs-sqlite`,
+          source: 'host store',
+          description: `host store: open a realm of ${label} scopes and list every head (fresh process), better-sqlite3's time over ours (at least 1: no slower)`,
+          comparator: '>=',
+          threshold: 1,
+          unit: '× (sqlite ms / seglog ms)',
+          measured: ours !== null && theirs !== null && ours > 0 ? theirs / ours : null,
+          note: ours === null || theirs === null ? missing : `medians: seglog ${ours.toFixed(1)} ms, better-sqlite3 ${theirs.toFixed(1)} ms`,
+        },
+        judged,
+      ),
+    );
+    const rssOurs = median(`rss-open-realm${suffix}/seglog`);
+    const rssTheirs = median(`rss-open-realm${suffix}/sqlite`);
+    out.push(
+      checkTarget(
+        {
+          id: `host-open-rss${suffix === '' ? '-10k' : '-100k'}-vs-sqlite`,
+          source: 'host store',
+          description: `host store: RSS growth of open + list at ${label} scopes, as a ratio to better-sqlite3's`,
+          comparator: '<',
+          threshold: 1.5,
+          unit: '× sqlite',
+          measured: rssOurs !== null && rssTheirs !== null && rssTheirs > 0 ? rssOurs / rssTheirs : null,
+          note: rssOurs === null || rssTheirs === null ? missing : `medians: seglog ${rssOurs.toFixed(1)} MiB, better-sqlite3 ${rssTheirs.toFixed(1)} MiB`,
+        },
+        judged,
+      ),
+    );
+  }
+  const diskOurs = median('disk-realm/seglog');
+  const diskTheirs = median('disk-realm/sqlite');
+  out.push(
+    checkTarget(
+      {
+        id: 'host-disk-10k-vs-sqlite',
+        source: 'host store',
+        description: 'host store: bytes on disk of the 10,000-scope realm after a checkpoint, as a ratio to better-sqlite3\'s files',
+        comparator: '<',
+        threshold: 2,
+        unit: '× sqlite',
+        measured: diskOurs !== null && diskTheirs !== null && diskTheirs > 0 ? diskOurs / diskTheirs : null,
+        note: diskOurs === null || diskTheirs === null ? missing : `seglog ${diskOurs.toFixed(2)} MiB, better-sqlite3 ${diskTheirs.toFixed(2)} MiB`,
+      },
+      judged,
+    ),
+  );
+  const round = median('checkpoint-realm/seglog');
+  out.push(
+    checkTarget(
+      {
+        id: 'host-checkpoint-10k',
+        source: 'host store',
+        description: 'host store: one checkpoint round over a new realm of 10,000 scopes',
+        comparator: '<',
+        threshold: 1000,
+        unit: 'ms',
+        measured: round,
+        note: round === null ? missing : 'one round, timed by the section',
+      },
+      judged,
+    ),
+  );
+  return out;
+}
+
 /** Every target of the host, Raft and payload stores, judged from this run (null, with the reason, where not measured). */
 export function collectStoreTargets(
   sections: readonly SectionResult[],
@@ -924,6 +1058,7 @@ export function collectStoreTargets(
       },
       openJudged,
     ),
+    ...realmScaleTargets(sections, cfg.realmScopes >= 10_000, why.host),
     vsPgbench(1),
     vsPgbench(200),
     checkTarget({
@@ -1140,7 +1275,7 @@ export function plannedStoresMs(cfg: StoresConfig, deps: StoresDeps): number {
   }
   const sectionsMs = plans.reduce((t, p) => t + plannedMs(p), 0);
   const buildsMs =
-    (run('host-open') ? deps.host.available.length * (cfg.realmScopes * 0.2 + cfg.childRuns * 500) : 0) +
+    (run('host-open') ? deps.host.available.length * ((cfg.realmScopes + cfg.realmScopesLarge) * 0.2 + 2 * cfg.childRuns * 500) : 0) +
     (run('raft-open') ? deps.raft.available.length * ((cfg.logBytes / MIB) * 8 + cfg.childRuns * 500) : 0);
   const payloadMs = run('payload-rss') && deps.seglog.payloads.ok ? cfg.childRuns * (cfg.bigPayloadBytes / MIB) * 8 : 0;
   const snapshotMs = run('raft-snapshot-rss') && deps.seglog.raft.ok ? snapshotPlannedMs(cfg) : 0;

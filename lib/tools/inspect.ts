@@ -106,13 +106,15 @@ function hostLines(at: string, v: Record<string, unknown>): string[] {
   if (v['state'] === 'no FORMAT') return [`${at}/: host store realm without FORMAT (a creation that crashed)`];
   const fence = v['fence'] as { highest: number; holderToken: number; holder: string; leaseEnd: number; boot: string } | null;
   const checkpoint = v['checkpoint'] as { round: number } | null;
+  const table = v['table'] as { file: string; entries: number; live: number; homed: number } | null | undefined;
+  const tableText = table === null || table === undefined ? 'no scope table yet' : `scope table ${table.file.slice(table.file.lastIndexOf('/') + 1)}: ${table.entries} scope(s), ${table.live} live, ${table.homed} homed`;
   const fenceText =
     fence === null
       ? 'no fence token issued'
       : `fence token ${fence.holderToken} held by ${JSON.stringify(fence.holder)} (highest ${fence.highest}, lease ends at ${fence.leaseEnd.toFixed(0)} ms of boot ${fence.boot.slice(0, 8)})`;
   const out = [
     `${at}/: host store realm, ${String(v['stripes'])} stripe(s), realm id ${String(v['realmId'])}; ${fenceText}; ` +
-      `checkpoint round ${checkpoint === null ? '?' : String(checkpoint.round)}; ${String(v['homes'])} home(s)`,
+      `checkpoint round ${checkpoint === null ? '?' : String(checkpoint.round)}; ${tableText}; ${String(v['homes'])} home(s)`,
   ];
   for (const s of (v['stripeReports'] as Record<string, unknown>[] | undefined) ?? []) {
     if (s['state'] === 'unreadable') {
@@ -128,7 +130,7 @@ function hostLines(at: string, v: Record<string, unknown>): string[] {
   const scopes = (v['scopes'] as Record<string, unknown>[] | undefined) ?? [];
   for (const sc of scopes.slice(0, 50)) {
     const home = sc['home'] as { version: number; rowFiles: number; headInBlob: boolean; deleted: boolean } | null;
-    const homeText = home === null ? 'no home' : `home at version ${home.version}${home.deleted ? ' (tombstone)' : `, ${home.rowFiles} row file(s)${home.headInBlob ? ', head in a blob' : ''}`}`;
+    const homeText = sc['inTable'] === true ? 'in the scope table' : home === null ? 'no home' : `home at version ${home.version}${home.deleted ? ' (tombstone)' : `, ${home.rowFiles} row file(s)${home.headInBlob ? ', head in a blob' : ''}`}`;
     const state = sc['exists']
       ? `version ${String(sc['version'])}, rows [${String(sc['first'])}, ${String(sc['end'])}) (${String(sc['rows'])}), head ${String(sc['headBytes'])} bytes`
       : sc['deleted']

@@ -73,6 +73,7 @@ function hostFileKind(path: string): string | null {
   if (rel === 'checkpoint.lock' || /^stripes\/\d+\/(lock|gate)$/.test(rel)) return 'lock file';
   if (/^stripes\/\d+\/\d{16}\.wal$/.test(rel)) return 'stripe file';
   if (/^stripes\/\d+\/published$/.test(rel)) return 'published note';
+  if (/^tables\/\d{16}\.tbl$/.test(rel)) return 'scope table';
   if (/^scopes\/.*\/state$/.test(rel)) return 'home state';
   if (/^scopes\/.*\/r-[0-9a-f]{16}$/.test(rel)) return 'row file';
   if (/^scopes\/.*\/h-[0-9a-f]{16}$/.test(rel)) return 'head blob';

@@ -384,7 +384,11 @@ async function run(context: WorkloadContext): Promise<WorkloadRun> {
   await plan(c, viewC, tokenC, Math.ceil(n / 3));
   await c.close();
 
-  const summary = `${stripes} stripes; ${Object.entries(counts).map(([k, v]) => `${v} ${k}`).join(', ')}`;
+  // What the rounds left: the scope table, and the homes of the scopes that outgrew it.
+  const files = Object.keys(fs.currentImage().files);
+  const homes = files.filter((f) => f.startsWith(`${DIR}/scopes/`) && f.endsWith('/state')).length;
+  const tables = files.filter((f) => f.startsWith(`${DIR}/tables/`)).length;
+  const summary = `${stripes} stripes; ${Object.entries(counts).map(([k, v]) => `${v} ${k}`).join(', ')}; ${tables} scope table(s), ${homes} home(s) at the end`;
 
   return {
     summary,

@@ -9,8 +9,12 @@
 import { crc32 } from 'node:zlib';
 import { decodeUtf8Exact } from '../../text.js';
 
-/** The version of every file of a realm (FORMAT, stripe files, notes, cells, row files). */
-export const FORMAT_VERSION = 1;
+/**
+ * The version of every file of a realm (FORMAT, stripe files, notes, cells, row files, scope
+ * tables). Version 1 (one home directory per scope, no scope table) is refused at open with its
+ * number named (docs/format-host.md, "Versions").
+ */
+export const FORMAT_VERSION = 2;
 
 /**
  * The magic (u32 at offset 0) of each kind of file or value of a realm, in one table so that no
@@ -24,6 +28,7 @@ export const MAGIC = Object.freeze({
   fence: 0x4c484753, // 'SGHL'
   home: 0x48484753, // 'SGHH'
   row: 0x52484753, // 'SGHR'
+  table: 0x54484753, // 'SGHT'
 });
 
 // ---------------------------------------------------------------------------------------------

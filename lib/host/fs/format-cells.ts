@@ -7,22 +7,26 @@
 // naming the file. The cells themselves (two slots, CRC) are cells/.
 
 import { corrupt } from '../../errors.js';
-import { f64, hasOpening, MAGIC, putF64, putOpening, putU16, putU64, text, u16, u64, utf8 } from './format-bytes.js';
+import { f64, hasOpening, MAGIC, putF64, putOpening, putU16, putU32, putU64, text, u16, u32, u64, utf8 } from './format-bytes.js';
+import { TABLE_FOOTER_BYTES, type TableRef } from './format-table.js';
 import { isPosition, putPosition, readPosition, type Position } from './format-stripe.js';
 
 // ---------------------------------------------------------------------------------------------
 // The checkpoint value (a cell `checkpoint`): per stripe, the position before which every record
 // is applied to the scopes' homes.
 //  0 magic 'SGHC' | 4 version u16 | 6 stripes u16 | 8 round u64 | 16 per stripe: seq u64,
-//  offset u64, lsn u64, fence u64
+//  offset u64, lsn u64, fence u64 | then the scope table: seq u64 (0: none yet), bytes u64,
+//  footer CRC32 u32, 0 u32
 
 export interface CheckpointValue {
   round: number;
   positions: Position[];
+  /** The scope table that holds every scope applied before the positions (null: no round wrote one yet). */
+  table: TableRef | null;
 }
 
 export function encodeCheckpoint(c: CheckpointValue): Uint8Array {
-  const b = new Uint8Array(16 + 32 * c.positions.length);
+  const b = new Uint8Array(16 + 32 * c.positions.length + 24);
   putOpening(b, MAGIC.checkpoint);
   putU16(b, 6, c.positions.length);
   putU64(b, 8, c.round);
@@ -31,19 +35,30 @@ export function encodeCheckpoint(c: CheckpointValue): Uint8Array {
     putPosition(b, at, p);
     at += 32;
   }
+  if (c.table !== null) {
+    putU64(b, at, c.table.seq);
+    putU64(b, at + 8, c.table.bytes);
+    putU32(b, at + 16, c.table.footerCrc);
+  }
   return b;
 }
 
 export function decodeCheckpoint(b: Uint8Array, stripes: number, file: string): CheckpointValue {
   if (!hasOpening(b, MAGIC.checkpoint, 16)) throw corrupt(`${file}: not a checkpoint value`, { file });
-  if (u16(b, 6) !== stripes || b.length !== 16 + 32 * stripes) throw corrupt(`${file}: names ${u16(b, 6)} stripes, the realm has ${stripes}`, { file });
+  if (u16(b, 6) !== stripes || b.length !== 16 + 32 * stripes + 24) throw corrupt(`${file}: names ${u16(b, 6)} stripes, the realm has ${stripes}`, { file });
   const positions: Position[] = [];
-  for (let i = 0, at = 16; i < stripes; i++, at += 32) {
+  let at = 16;
+  for (let i = 0; i < stripes; i++, at += 32) {
     const p = readPosition(b, at);
     if (!isPosition(p)) throw corrupt(`${file}: position ${i} out of range`, { file });
     positions.push(p);
   }
-  return { round: u64(b, 8), positions };
+  const seq = u64(b, at);
+  const bytes = u64(b, at + 8);
+  const footerCrc = u32(b, at + 16);
+  if (!Number.isSafeInteger(seq) || !Number.isSafeInteger(bytes) || u32(b, at + 20) !== 0) throw corrupt(`${file}: the scope table's reference is out of range`, { file });
+  if (seq === 0 ? bytes !== 0 || footerCrc !== 0 : bytes < TABLE_FOOTER_BYTES) throw corrupt(`${file}: the scope table's reference is out of range`, { file });
+  return { round: u64(b, 8), positions, table: seq === 0 ? null : { seq, bytes, footerCrc } };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -57,6 +57,8 @@ export interface HomeValue {
   head: Uint8Array | null;
   headGen: string | null;
   rowFiles: RowFileRef[];
+  /** A small scope's rows [first, end), when the base is its scope table entry (no row files then). */
+  inlineRows?: readonly Uint8Array[];
 }
 
 export function encodeHome(h: HomeValue): Uint8Array {

@@ -27,6 +27,8 @@ export const FENCE_LOCK_FILE = 'lock';
 export const FENCE_STATE_FILE = 'state';
 export const STRIPES_DIR = 'stripes';
 export const SCOPES_DIR = 'scopes';
+/** The scope tables (`<seq>.tbl`): the one the checkpoint cell names, and leftovers of rounds cut short. */
+export const TABLES_DIR = 'tables';
 /** In `stripes/<k>/`: the stripe's file lock. */
 export const STRIPE_LOCK_FILE = 'lock';
 /** In `stripes/<k>/`: the gate an acquire closes while it waits for the stripe's lock. */

@@ -20,6 +20,22 @@ export * from './format-stripe.js';
 export * from './format-batch.js';
 export * from './format-cells.js';
 export * from './format-home.js';
+export * from './format-table.js';
+
+/**
+ * A realm whose FORMAT names another format version than this build's: version 1 (one home
+ * directory per scope, no scope table) or a newer one. Not damage: the store refuses it with the
+ * version named (docs/format-host.md, "Versions").
+ */
+export class OtherFormatVersion extends Error {
+  readonly file: string;
+  readonly version: number;
+  constructor(file: string, version: number) {
+    super(`${file}: the realm has format version ${version}; this seglog reads version ${FORMAT_VERSION} only`);
+    this.file = file;
+    this.version = version;
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // FORMAT: the realm's identity (a cell). 0 magic 'SGHF' | 4 version u16 | 6 stripes u16 | 8 realm id (16)
@@ -41,7 +57,8 @@ export function encodeFormat(f: RealmFormat): Uint8Array {
 
 export function decodeFormat(b: Uint8Array, file: string): RealmFormat {
   if (b.length !== 24 || u32(b, 0) !== MAGIC.format) throw corrupt(`${file} is not a host store realm format`, { file });
-  if (u16(b, 4) !== FORMAT_VERSION) throw corrupt(`${file}: unknown format version ${u16(b, 4)}`, { file });
+  const version = u16(b, 4);
+  if (version !== FORMAT_VERSION) throw new OtherFormatVersion(file, version);
   const stripes = u16(b, 6);
   if (stripes < 1 || stripes > MAX_STRIPES) throw corrupt(`${file}: stripe count ${stripes} out of range`, { file });
   return { stripes, realmId: b.slice(8, 24) };

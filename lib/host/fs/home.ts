@@ -19,6 +19,7 @@ import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import { cellValueCapacity, readCellFile, writeCellFile, type CellState } from '../../../cells/index.js';
+import { assert } from '../../assert.js';
 import { corrupt } from '../../errors.js';
 import type { FileHandle, FileSystem } from '../../fs/types.js';
 import type { ScopeKind } from '../types.js';
@@ -147,6 +148,11 @@ export class HomeRows {
 
   /** Rows [from, to) of the home (which must cover them), in order. */
   async read(dir: string, home: HomeValue, from: number, to: number, out: { index: number; data: Uint8Array }[]): Promise<void> {
+    if (home.inlineRows !== undefined) {
+      // A small scope's base from its table entry: its rows are in memory, checked with its block.
+      for (let i = from; i < to; i++) out.push({ index: i, data: home.inlineRows[i - home.first]! });
+      return;
+    }
     let i = from;
     for (const ref of home.rowFiles) {
       if (i >= to) break;
@@ -249,10 +255,10 @@ export class HomeBuilder {
   readonly #prior: CellState | null;
   readonly #dirs: DirSyncs;
 
-  constructor(fs: FileSystem, realm: string, kind: ScopeKind, name: string, digest: string, old: HomeCell | null, dirs: DirSyncs) {
+  constructor(fs: FileSystem, realm: string, kind: ScopeKind, name: string, digest: string, old: HomeCell | null, dirs: DirSyncs, prior?: CellState | null) {
     this.#fs = fs;
     this.#dirs = dirs;
-    this.#prior = old?.cell ?? null;
+    this.#prior = prior !== undefined ? prior : (old?.cell ?? null);
     this.realm = realm;
     this.dir = scopeDirOf(realm, kind, digest);
     this.kind = kind;
@@ -274,14 +280,45 @@ export class HomeBuilder {
   async #ensureDir(): Promise<void> {
     if (this.#dirReady) return;
     const fs = this.#fs;
+    const fanout = path.dirname(this.dir);
     if ((await fs.stat(this.dir)) === null) {
-      const fanout = path.dirname(this.dir);
       const fanoutNew = (await fs.stat(fanout)) === null;
       await fs.mkdir(this.dir);
       if (fanoutNew) this.#dirs.add(path.join(this.realm, SCOPES_DIR));
       this.#dirs.add(fanout);
+    } else if (this.old === null) {
+      // A home new to the table whose directory exists: a round that failed or was cut short made
+      // it, and nothing says its name (or its fan-out's) ever became durable. Sync them as if new.
+      this.#dirs.add(path.join(this.realm, SCOPES_DIR));
+      this.#dirs.add(fanout);
     }
     this.#dirReady = true;
+  }
+
+  /**
+   * Starts a home for a scope that so far lived in the scope table (it outgrew it): the builder
+   * was made with no old value (and the cell state of whatever a round cut short left in the
+   * directory); this takes the scope's state, its rows written to a new row file.
+   */
+  async seed(state: { version: number; commitId: string; first: number; head: Uint8Array; rows: readonly Uint8Array[] }): Promise<void> {
+    assert(this.old === null && this.#end === 0 && this.#files.length === 0, 'a home is seeded only when it is new');
+    this.#first = state.first;
+    this.#end = state.first;
+    for (const row of state.rows) await this.#append(row);
+    this.#newHead = state.head;
+    this.#headCleared = false;
+    this.version = state.version;
+    this.commitId = state.commitId;
+  }
+
+  /** The index the next row would take. */
+  get endIndex(): number {
+    return this.#end;
+  }
+
+  /** Whether the home ends deleted (a tombstone). */
+  get deleted(): boolean {
+    return this.#deleted;
   }
 
   /** The parts of one update, in the order truncate, drop, append, head; then its version. */
@@ -487,7 +524,8 @@ export class HomeBuilder {
     } finally {
       await this.close();
     }
-    if (this.#created) await fs.syncDir(this.dir);
+    // A new home's own entries too (its cell may be a leftover whose name was never synced).
+    if (this.#created || this.old === null) await fs.syncDir(this.dir);
     const value: HomeValue = {
       kind: this.kind,
       name: this.name,

@@ -27,6 +27,7 @@ import {
   MAX_STRIPES,
   PUBLISHED_FILE,
   SCOPES_DIR,
+  TABLES_DIR,
   STRIPE_GATE_FILE,
   STRIPE_HEADER_BYTES,
   STRIPE_LOCK_FILE,
@@ -83,6 +84,7 @@ export async function ensureRealm(dir: string, s: RealmFileSettings): Promise<Re
     const start: Position = { seq: 0, offset: STRIPE_HEADER_BYTES, lsn: 1, fence: 0 };
     await fs.mkdir(path.join(dir, STRIPES_DIR));
     await fs.mkdir(path.join(dir, SCOPES_DIR));
+    await fs.mkdir(path.join(dir, TABLES_DIR));
     for (let k = 0; k < stripes; k++) {
       const sd = stripeDir(dir, k);
       await fs.mkdir(sd);
@@ -106,7 +108,7 @@ export async function ensureRealm(dir: string, s: RealmFileSettings): Promise<Re
     await fs.syncDir(dir);
     const checkpoint = await openCell(path.join(dir, CHECKPOINT_FILE), { fs });
     try {
-      await checkpoint.write(encodeCheckpoint({ round: 0, positions: Array.from({ length: stripes }, () => ({ ...start })) }));
+      await checkpoint.write(encodeCheckpoint({ round: 0, positions: Array.from({ length: stripes }, () => ({ ...start })), table: null }));
     } finally {
       await checkpoint.close();
     }
@@ -123,7 +125,7 @@ export async function ensureRealm(dir: string, s: RealmFileSettings): Promise<Re
 }
 
 /** What a creation writes in a realm directory before FORMAT (and the cells' first-write temporaries). */
-const CREATION_ENTRIES = new Set(['fence', 'stripes', 'scopes', 'checkpoint', path.basename(cellTempPath('/checkpoint')), path.basename(cellTempPath('/FORMAT'))]);
+const CREATION_ENTRIES = new Set(['fence', 'stripes', 'scopes', 'tables', 'checkpoint', path.basename(cellTempPath('/checkpoint')), path.basename(cellTempPath('/FORMAT'))]);
 const STRIPE_CREATION_ENTRIES = new Set([stripeFileName(0), 'lock', 'gate', 'published']);
 /** Bytes after a first stripe file's header that must be zero in a creation's leftover (a record starts there). */
 const FIRST_RECORD_PROBE = 64;
@@ -153,6 +155,7 @@ async function checkCreationLeftover(fs: FileSystem, dir: string): Promise<void>
   for (const n of await list(dir)) if (!CREATION_ENTRIES.has(n)) throw lost(path.join(dir, n), 'it holds a file no creation writes');
   for (const n of await list(path.join(dir, 'fence'))) if (n !== 'lock') throw lost(path.join(dir, 'fence', n), 'it holds a fence state');
   for (const n of await list(path.join(dir, 'scopes'))) throw lost(path.join(dir, 'scopes', n), 'it holds a scope home');
+  for (const n of await list(path.join(dir, 'tables'))) throw lost(path.join(dir, 'tables', n), 'it holds a scope table');
   for (const k of await list(path.join(dir, 'stripes'))) {
     const sd = path.join(dir, 'stripes', k);
     for (const n of await list(sd)) {
@@ -178,7 +181,7 @@ async function checkCreationLeftover(fs: FileSystem, dir: string): Promise<void>
   const value = await peekCell(fs, checkpointFile);
   if (value !== null) {
     const c = decodeCheckpoint(value, value.length >= 8 ? value[6]! | (value[7]! << 8) : 0, checkpointFile);
-    const moved = c.round !== 0 || c.positions.some((p) => p.seq !== 0 || p.offset !== STRIPE_HEADER_BYTES || p.lsn !== 1 || p.fence !== 0);
+    const moved = c.round !== 0 || c.table !== null || c.positions.some((p) => p.seq !== 0 || p.offset !== STRIPE_HEADER_BYTES || p.lsn !== 1 || p.fence !== 0);
     if (moved) throw lost(checkpointFile, `its checkpoint is at round ${c.round}`);
   }
 }

@@ -29,16 +29,19 @@ import type { ScopeKind } from '../types.js';
 import {
   CHECKPOINT_FILE,
   decodeCheckpoint,
-  parseScopeLeaf,
-  SCOPES_DIR,
+  HOME_STATE_FILE,
   sameBytes,
+  SCOPES_DIR,
   scopeDigest,
+  TABLES_DIR,
   type CheckpointValue,
   type HomeValue,
   type RealmFormat,
+  type TableEntry,
 } from './format.js';
 import { STRIPE_GATE_FILE, STRIPE_LOCK_FILE } from './format-names.js';
 import { HomeRows, readHome, scopeDirOf } from './home.js';
+import { ScopeTable, tablePath } from './table.js';
 import { ensureRealm } from './realm-create.js';
 import { checkFenceFiles } from './fence.js';
 import { StripeLocks } from './realm-locks.js';
@@ -110,11 +113,14 @@ export class RealmHandle {
   readonly homeRows: HomeRows;
   /** Taking, lingering and letting go of the stripes' file locks (realm-locks.ts). */
   readonly locks: StripeLocks;
-  /** Scopes with a home directory, by leaf name; `named` once their cell was read. */
-  readonly homeDirs = new Map<string, { kind: ScopeKind; digest: string; named: boolean }>();
   /** The checkpoint positions this handle last read. */
   checkpoint: CheckpointValue;
+  /** The scope table that checkpoint names (null before the first round that wrote one). */
+  table: ScopeTable | null = null;
+  /** Bumped whenever `table` is replaced: a base read from the one before is read again. */
+  tableEpoch = 0;
   readonly #digests = new Map<string, string>();
+  readonly #nameBytes = new Map<string, Uint8Array>();
   /** Set by close or by a failure that makes the handle unusable. */
   closed = false;
 
@@ -175,9 +181,10 @@ export class RealmHandle {
     }
     const handle = new RealmHandle(dir, s, format, stripes, checkpoint);
     try {
+      await handle.#checkTablesDir();
+      handle.table = await handle.#openTable(checkpoint);
       for (const st of stripes) await handle.#recoverBoot(st);
       await handle.catchUpAll();
-      await handle.scanHomeDirs();
       await checkFenceFiles(handle);
       await checkStripeFiles(s.fs, stripes.map((st) => st.dir));
     } catch (err) {
@@ -399,6 +406,7 @@ export class RealmHandle {
   /** Re-reads the checkpoint and moves every cursor that fell behind it there (their files are gone). */
   async jump(): Promise<void> {
     const ck = await readCheckpoint(this.fs, this.dir, this.format.stripes);
+    await this.#useTable(ck);
     this.checkpoint = ck;
     for (let j = 0; j < this.stripes.length; j++) {
       const st = this.stripes[j]!;
@@ -413,74 +421,123 @@ export class RealmHandle {
     }
     // Records this handle never read were applied to homes: any home may be newer than it knows.
     this.view.forgetAllHomes();
-    await this.scanHomeDirs();
   }
 
   /** Reads the checkpoint and drops from the view what it covers (memory stays bounded). */
   async trimToCheckpoint(): Promise<void> {
     const ck = await readCheckpoint(this.fs, this.dir, this.format.stripes);
     if (ck.round === this.checkpoint.round) return;
+    await this.adoptCheckpoint(ck);
+  }
+
+  /**
+   * Moves the handle to checkpoint `ck` (a newer one than it holds): its table first, then the view
+   * drops the records the checkpoint covers, and the scopes they touched read their bases again
+   * (from the new table). The records past this handle's cursors stay to be read: a base from the
+   * new table that reflects them is ahead, which makes the next load catch up first.
+   */
+  async adoptCheckpoint(ck: CheckpointValue): Promise<void> {
+    if (ck.round === this.checkpoint.round) return;
+    await this.#useTable(ck);
     this.checkpoint = ck;
-    for (let j = 0; j < this.stripes.length; j++) {
-      for (const e of this.view.trim(j, Math.min(ck.positions[j]!.lsn, this.stripes[j]!.cursor.lsn))) this.#noteHome(e);
-    }
+    for (let j = 0; j < this.stripes.length; j++) this.view.trim(j, Math.min(ck.positions[j]!.lsn, this.stripes[j]!.cursor.lsn));
   }
 
-  #noteHome(e: ScopeEntry): void {
-    const digest = this.digestOf(e.kind, e.name, e.key);
-    const leaf = path.basename(scopeDirOf(this.dir, e.kind, digest));
-    if (!this.homeDirs.has(leaf)) this.homeDirs.set(leaf, { kind: e.kind, digest, named: true });
+  /** Opens the table `ck` names (unless it is the one held) and retires the one before. */
+  async #useTable(ck: CheckpointValue): Promise<void> {
+    const now = this.table;
+    if ((now?.ref.seq ?? 0) === (ck.table?.seq ?? 0)) return;
+    const next = await this.#openTable(ck);
+    this.table = next;
+    this.tableEpoch++;
+    await now?.retire();
   }
 
-  async scanHomeDirs(): Promise<void> {
-    const root = path.join(this.dir, SCOPES_DIR);
-    let fanouts: string[];
+  /**
+   * The table `ck` names, open. A table that is missing is CORRUPT unless the checkpoint moved on
+   * meanwhile (a newer round removed it): then the caller's next read of the checkpoint finds the
+   * newer one, which is what `StripeGone` makes every reader do.
+   */
+  async #openTable(ck: CheckpointValue): Promise<ScopeTable | null> {
+    if (ck.table === null) return null;
     try {
-      fanouts = await this.fs.readdir(root);
+      return await ScopeTable.open(this.fs, this.dir, ck.table, this.format.stripes, this.format.realmId);
     } catch (err) {
-      // scopes/ is made with the realm, before its FORMAT: a realm without it lost every home.
-      if (isMissing(err)) throw corrupt(`realm ${this.dir} has no scopes/ directory`, { file: root });
-      throw err;
+      if (!isMissing(err)) throw err;
+      const now = await readCheckpoint(this.fs, this.dir, this.format.stripes);
+      const file = tablePath(this.dir, ck.table.seq);
+      if (now.round === ck.round) throw corrupt(`scope table ${file} is missing, though the realm's checkpoint (round ${ck.round}) names it`, { file });
+      throw new StripeGone(file);
     }
-    await Promise.all(
-      fanouts.map(async (f) => {
-        if (!/^[0-9a-f]{2}$/.test(f)) return;
-        let leaves: string[];
-        try {
-          leaves = await this.fs.readdir(path.join(root, f));
-        } catch (err) {
-          if (isMissing(err)) return;
-          throw err;
-        }
-        for (const leaf of leaves) {
-          const parsed = parseScopeLeaf(leaf);
-          if (parsed !== null && !this.homeDirs.has(leaf)) this.homeDirs.set(leaf, { ...parsed, named: false });
-        }
-      }),
-    );
+  }
+
+  /** `scopes/` and `tables/` are made with the realm: a realm without one lost its homes or its scope tables. */
+  async #checkTablesDir(): Promise<void> {
+    for (const name of [SCOPES_DIR, TABLES_DIR]) {
+      const d = path.join(this.dir, name);
+      const st = await this.fs.lstat(d);
+      if (st === null || !st.isDirectory) throw corrupt(`realm ${this.dir} has no ${name}/ directory`, { file: d });
+    }
   }
 
   // ---------------------------------------------------------------------------------------------
   // Homes
 
-  /** Reads the scope's home cell into the view (lock-free). */
+  /** Reads the scope's base into the view (lock-free): from the table, or its home for a homed scope. */
   async loadHome(e: ScopeEntry): Promise<HomeValue | null> {
-    const dir = this.scopeDir(e);
-    // `homeDirs` holds every home this handle's view can need: those that existed when it opened
-    // (its stripes were read from the checkpoint on, and a round writes its homes before it moves
-    // the checkpoint), those of scopes whose records it trimmed (noted as it trims), and all of
-    // them again after a jump. A scope with no entry there has no home to read (a listing of a
-    // realm not yet checkpointed would otherwise fail 10,000 opens).
-    if (!this.homeDirs.has(path.basename(dir))) {
-      this.view.setHome(e, null);
-      return null;
+    for (let attempt = 0; ; attempt++) {
+      const epoch = this.tableEpoch;
+      const base = await this.readBase(e);
+      // A newer table came in while this one was read: the trim that came with it may have
+      // forgotten this scope's base, so a base from the older table must not be set now.
+      if (epoch !== this.tableEpoch && attempt < 8) continue;
+      this.view.setHome(e, base);
+      return base;
     }
-    const home = await readHome(this.fs, dir);
-    if (home !== null && (home.kind !== e.kind || home.name !== e.name)) {
-      throw corrupt(`home of ${e.kind} scope ${JSON.stringify(e.name)} names another scope`, { dir: this.scopeDir(e), file: path.join(this.scopeDir(e), 'state') });
+  }
+
+  /**
+   * The scope's base as this handle's table and the scope's home say, without touching the view:
+   * null when the table holds no entry (the scope was never checkpointed), the entry's state for
+   * a small scope, the home's value for a homed one. A homed scope whose home is missing is CORRUPT
+   * unless the checkpoint moved on (a newer round removed a deleted scope's home): then this
+   * handle moves to the newer checkpoint and reads again.
+   */
+  async readBase(e: { kind: ScopeKind; name: string; key: string }): Promise<HomeValue | null> {
+    for (let attempt = 0; ; attempt++) {
+      const t = this.table;
+      if (t === null) return null;
+      const ent = await t.find(e.kind, this.nameBytesOf(e));
+      if (ent === null) return null;
+      if (!ent.homed) return baseOfEntry(ent, t.cut);
+      const dir = this.scopeDir(e);
+      const home = await readHome(this.fs, dir);
+      const file = path.join(dir, HOME_STATE_FILE);
+      if (home === null) {
+        const ck = await readCheckpoint(this.fs, this.dir, this.format.stripes);
+        if ((ck.table?.seq ?? 0) === t.ref.seq || attempt >= 3) {
+          throw corrupt(`the home of ${e.kind} scope ${JSON.stringify(e.name)} is missing, though the scope table ${t.file} names it`, { file });
+        }
+        await this.jump();
+        continue;
+      }
+      if (home.kind !== e.kind || home.name !== e.name) throw corrupt(`home of ${e.kind} scope ${JSON.stringify(e.name)} names another scope`, { dir, file });
+      if (home.version < ent.version) {
+        throw corrupt(`home of ${e.kind} scope ${JSON.stringify(e.name)} is at version ${home.version}, below the ${ent.version} the scope table names`, { dir, file });
+      }
+      return home;
     }
-    this.view.setHome(e, home);
-    return home;
+  }
+
+  /** The UTF-8 bytes of a scope's name (kept per scope, like its digest). */
+  nameBytesOf(e: { name: string; key: string }): Uint8Array {
+    let b = this.#nameBytes.get(e.key);
+    if (b === undefined) {
+      b = Buffer.from(e.name, 'utf8');
+      if (this.#nameBytes.size >= 65536) this.#nameBytes.clear();
+      this.#nameBytes.set(e.key, b);
+    }
+    return b;
   }
 
   /** True when `home` reflects a record this handle has not read yet. */
@@ -531,7 +588,29 @@ export class RealmHandle {
 
   async closeFiles(): Promise<void> {
     for (const st of this.stripes) await st.close();
+    await this.table?.retire();
   }
+}
+
+/** A small scope's base as its table entry holds it (head and rows copied out of the block). */
+export function baseOfEntry(ent: TableEntry, cut: readonly number[]): HomeValue {
+  const head = ent.deleted ? new Uint8Array(0) : ent.head.slice();
+  return {
+    kind: ent.kind,
+    name: ent.name,
+    version: ent.version,
+    commitId: ent.commitId,
+    deleted: ent.deleted,
+    cut: [...cut],
+    first: ent.first,
+    end: ent.end,
+    headLength: head.length,
+    headCrc: 0,
+    head,
+    headGen: null,
+    rowFiles: [],
+    inlineRows: ent.rows.map((r) => r.slice()),
+  };
 }
 
 /** Reads the checkpoint cell (lock-free). */

@@ -16,7 +16,7 @@ import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promi
 import { Worker } from 'node:worker_threads';
 import { isIndex } from '../../assert.js';
 import { monotonicClock, type Clock } from '../../clock.js';
-import { corrupt } from '../../errors.js';
+import { corrupt, SeglogError } from '../../errors.js';
 import { isMissing } from '../../fs/errno.js';
 import { realFs } from '../../fs/real.js';
 import type { FileSystem } from '../../fs/types.js';
@@ -31,9 +31,9 @@ import { checkpointRound } from './checkpoint.js';
 import type { CheckpointAnswer, CheckpointRequest, CheckpointWorkerData } from './checkpoint-worker.js';
 import { Committer } from './commit.js';
 import { acquire, renew } from './fence.js';
-import { bootBytes, MAX_HOLDER_ID_BYTES, type HomeValue } from './format.js';
-import { readHome, readHomeHead, scopeDirOf } from './home.js';
-import { forEachLimited, RealmHandle, type RealmSettings } from './realm.js';
+import { bootBytes, FORMAT_VERSION, MAX_HOLDER_ID_BYTES, OtherFormatVersion, type HomeValue, type TableEntry } from './format.js';
+import { readHomeHead } from './home.js';
+import { RealmHandle, type RealmSettings } from './realm.js';
 import { checkStripeCount } from './realm-create.js';
 import type { HostMistakes } from './stripe.js';
 import { StripeGone } from './stripe-files.js';
@@ -153,12 +153,29 @@ export async function openFsHostStore(dir: string, options: FsHostStoreOptions =
   try {
     realm = await RealmHandle.open(dir, settings);
   } catch (err) {
+    if (err instanceof OtherFormatVersion) throw formatRefusal(dir, err);
     throw asHostError(err, `open the host store in ${dir}`);
   }
   return new FsHostStore(realm, options.hooks ?? {}, openKey, checkpointIn === 'worker');
 }
 
 const openKey: unknown = Object.freeze({});
+
+/**
+ * A realm of another format version: a newer one is VERSION_TOO_NEW (open it with the newer
+ * seglog); version 1 (one home directory per scope, before scope tables) is INVALID with the
+ * version named: this build does not read it, and nothing was read or changed.
+ */
+function formatRefusal(dir: string, err: OtherFormatVersion): Error {
+  const details = { dir, file: err.file, version: err.version, supported: FORMAT_VERSION };
+  if (err.version > FORMAT_VERSION) {
+    return new SeglogError('VERSION_TOO_NEW', `the realm in ${dir} has format version ${err.version}; this seglog reads version ${FORMAT_VERSION}`, { details });
+  }
+  return HostStoreError.invalid(
+    `the realm in ${dir} has format version ${err.version} (one home directory per scope); this seglog reads format version ${FORMAT_VERSION} (scope tables) only: nothing was read or changed`,
+    details,
+  );
+}
 
 /** A handle on a realm kept in a directory (see the module header). Implements HostStore; `close()` is idempotent. */
 export class FsHostStore implements HostStore {
@@ -171,7 +188,7 @@ export class FsHostStore implements HostStore {
   readonly #committer: Committer;
   #closing: Promise<void> | null = null;
   #checkpointing: Promise<void> | null = null;
-  readonly #lists = new Map<ScopeKind, { generation: number; homes: number; names: string[] }>();
+  readonly #lists = new Map<ScopeKind, { generation: number; names: string[] }>();
 
   readonly #useWorker: boolean;
   #worker: { w: Worker; next: number; waiting: Map<number, (ran: boolean) => void> } | null = null;
@@ -311,11 +328,17 @@ export class FsHostStore implements HostStore {
     for (let round = 0; ; round++) {
       await r.catchUpAll(undefined, true);
       const known = r.view.scopes.get(key);
-      // A scope no record in the view touches is read from its home alone (a detached entry).
+      // A scope no record in the view touches is read from its base alone (a detached entry).
       const e = known ?? new ScopeEntry(key, scope.kind, scope.name);
       if (e.home === undefined) {
-        const home = known === undefined ? await readHome(r.fs, r.scopeDir(e)) : await r.loadHome(e);
-        if (known === undefined) e.home = home;
+        const epoch = r.tableEpoch;
+        const home = known === undefined ? await r.readBase(e) : await r.loadHome(e);
+        // A newer checkpoint came in meanwhile: records it covers may have left the view.
+        if (epoch !== r.tableEpoch && round < 8) continue;
+        if (known === undefined) {
+          if (r.view.scopes.has(key)) continue; // a record touching it arrived meanwhile
+          e.home = home;
+        }
         if (r.ahead(home) && round < 8) continue;
       }
       await r.resolve([e], true);
@@ -387,45 +410,106 @@ export class FsHostStore implements HostStore {
       const r = this.#r;
       for (let round = 0; ; round++) {
         await r.catchUpAll(undefined, true);
-        // Name every home of this kind (its cell holds the name; a name never becomes a path).
-        const unnamed = [...r.homeDirs.values()].filter((h) => h.kind === kind && !h.named);
-        let behind = false;
-        await forEachLimited(unnamed, 16, async (h) => {
-          const home = await readHome(r.fs, scopeDirOf(r.dir, h.kind, h.digest));
-          h.named = true;
-          if (home === null) return;
-          const e = r.view.entry(scopeKey({ kind, name: home.name }), kind, home.name);
-          if (e.home === undefined) r.view.setHome(e, home);
-          if (r.ahead(home)) behind = true;
-        });
-        if (behind && round < 8) continue;
-        const candidates = [...r.view.scopes.values()].filter((e) => e.kind === kind);
+        const epoch = r.tableEpoch;
+        // The scopes records in the view touch: their states are the view's (bases loaded first).
+        const candidates = this.#viewScopes(kind);
         await r.resolve(candidates, true);
         if (round < 8 && candidates.some((e) => r.view.stoppedOn(e) === PENDING)) continue;
-        const names = this.#sortedNames(kind, candidates);
-        let at = after === null ? 0 : upperBound(names, after);
-        const page = names.slice(at, at + limit);
-        at += page.length;
-        const heads: ListedHead[] = [];
-        for (const name of page) {
-          const e = r.view.scopes.get(scopeKey({ kind, name }))!;
-          const st = r.view.state(e);
-          heads.push({ name, head: { version: st.version, commitId: st.commitId, head: await this.#head(e, st) } });
-        }
-        const last = heads[heads.length - 1];
-        return { heads, next: at < names.length && last !== undefined ? last.name : null };
+        const page = await this.#page(kind, after, limit);
+        // A newer checkpoint came in while the page was read: read it again against that one.
+        if (epoch !== r.tableEpoch && round < 8) continue;
+        return page;
       }
     });
   }
 
-  /** The visible names of a kind in UTF-8 order (kept while nothing in the view changed). */
-  #sortedNames(kind: ScopeKind, candidates: ScopeEntry[]): string[] {
+  /**
+   * One page: the table's entries of `kind` after `after`, merged in name order with the scopes the
+   * view holds records for (whose view state replaces their entry), the visible ones only, up to
+   * `limit`, and one more looked for to tell whether the listing goes on.
+   */
+  async #page(kind: ScopeKind, after: string | null, limit: number): Promise<HeadPage> {
+    const r = this.#r;
+    const names = this.#sortedNames(kind);
+    let vi = after === null ? 0 : upperBound(names, after);
+    const heads: ListedHead[] = [];
+    let more = false;
+    /** Takes a visible scope; answers false once the page is full and one more was seen. */
+    const full = (): boolean => {
+      if (heads.length < limit) return false;
+      more = true;
+      return true;
+    };
+    const fromView = async (name: string): Promise<boolean> => {
+      const e = r.view.scopes.get(scopeKey({ kind, name }))!;
+      const st = r.view.state(e);
+      if (!st.exists) return true;
+      if (full()) return false;
+      heads.push({ name, head: { version: st.version, commitId: st.commitId, head: await this.#head(e, st) } });
+      return true;
+    };
+    const t = r.table;
+    if (t !== null) {
+      await t.scan(kind, after === null ? null : Buffer.from(after, 'utf8'), (ent) => {
+        // Only when a scope of the view sorts at or before this entry does the view have a say.
+        if (vi >= names.length || compareNames(names[vi]!, ent.name) > 0) return this.#entryInPage(ent, kind, heads, full);
+        return (async () => {
+          const x = await this.#viewFirst(names, vi, ent.name, fromView);
+          vi = x.vi;
+          if (x.more !== true) return x.more === 'taken';
+          return this.#entryInPage(ent, kind, heads, full);
+        })();
+      });
+    }
+    while (!more && vi < names.length) if (!(await fromView(names[vi++]!))) break;
+    const last = heads[heads.length - 1];
+    return { heads, next: more && last !== undefined ? last.name : null };
+  }
+
+  /** Takes the view's names before `name` (and `name` itself, whose view state replaces its entry). */
+  async #viewFirst(names: readonly string[], vi: number, name: string, fromView: (name: string) => Promise<boolean>): Promise<{ vi: number; more: boolean | 'taken' }> {
+    while (vi < names.length && compareNames(names[vi]!, name) < 0) if (!(await fromView(names[vi++]!))) return { vi, more: false };
+    if (vi < names.length && names[vi] === name) return { vi: vi + 1, more: (await fromView(names[vi]!)) ? 'taken' : false };
+    return { vi, more: true };
+  }
+
+  /**
+   * A table entry no view state replaces: a tombstone is skipped, a small scope's head is in the
+   * entry (no turn of the event loop), a large scope's state is its home's.
+   */
+  #entryInPage(ent: TableEntry, kind: ScopeKind, heads: ListedHead[], full: () => boolean): boolean | Promise<boolean> {
+    if (ent.deleted) return true;
+    if (!ent.homed) {
+      if (full()) return false;
+      heads.push({ name: ent.name, head: { version: ent.version, commitId: ent.commitId, head: ent.head.slice() } });
+      return true;
+    }
+    const r = this.#r;
+    const ref = { kind, name: ent.name, key: scopeKey({ kind, name: ent.name }) };
+    return (async () => {
+      const home = await r.readBase(ref);
+      if (home === null || home.deleted) return true;
+      if (full()) return false;
+      heads.push({ name: ent.name, head: { version: home.version, commitId: home.commitId, head: await readHomeHead(r.fs, r.scopeDir(ref), home) } });
+      return true;
+    })();
+  }
+
+  /** The view's scopes of a kind (those records past the checkpoint touch). */
+  #viewScopes(kind: ScopeKind): ScopeEntry[] {
+    const out: ScopeEntry[] = [];
+    for (const e of this.#r.view.scopes.values()) if (e.kind === kind) out.push(e);
+    return out;
+  }
+
+  /** The names of the view's scopes of a kind in UTF-8 order (kept while nothing in the view changed). */
+  #sortedNames(kind: ScopeKind): string[] {
     const r = this.#r;
     const cached = this.#lists.get(kind);
-    if (cached !== undefined && cached.generation === r.view.generation && cached.homes === r.homeDirs.size) return cached.names;
-    const names = candidates.filter((e) => r.view.state(e).exists).map((e) => e.name);
+    if (cached !== undefined && cached.generation === r.view.generation) return cached.names;
+    const names = this.#viewScopes(kind).map((e) => e.name);
     names.sort(compareNames);
-    this.#lists.set(kind, { generation: r.view.generation, homes: r.homeDirs.size, names });
+    this.#lists.set(kind, { generation: r.view.generation, names });
     return names;
   }
 

@@ -50,6 +50,7 @@ import {
   STRIPE_GATE_FILE as STRIPE_GATE,
   STRIPE_LOCK_FILE as STRIPE_LOCK,
   STRIPES_DIR as STRIPES,
+  TABLES_DIR as TABLES,
 } from '../../host/fs/format.js';
 import {
   checkFrame,
@@ -67,6 +68,7 @@ import {
   MAX_PAYLOAD_BYTES,
   parseScopeLeaf,
   parseStripeFileName,
+  parseTableFileName,
   PUBLISHED_BYTES,
   REC_BATCH,
   REC_FENCE,
@@ -90,6 +92,7 @@ import {
   type StripeHeader,
 } from '../../host/fs/format.js';
 import { recOf } from '../../host/fs/stripe-scan.js';
+import { ScopeTable, tablePath } from '../../host/fs/table.js';
 import { DEAD, PENDING, View, type Rec } from '../../host/fs/view.js';
 import { checkCellFile } from './cell.js';
 import { checkEmpty } from './log.js';
@@ -764,11 +767,93 @@ async function checkRowFile(ctx: VerifyContext, file: string, ref: HomeValue['ro
 }
 
 // ---------------------------------------------------------------------------------------------
+// The scope table
+
+interface TableResult {
+  /** The table the checkpoint names (null: none yet, or it could not be read). */
+  file: string | null;
+  cut: number[] | null;
+  entries: number;
+  live: number;
+  /** The bases of the scopes whose whole state the table holds (head bytes not kept: only their length). */
+  bases: Map<string, HomeValue>;
+  /** The scopes the table names homed, with the version it names. */
+  homed: Map<string, { kind: ScopeKind; name: string; version: number }>;
+}
+
+/**
+ * The table the checkpoint names, read as the store reads it (size and footer as the cell names
+ * them, header, index, every block's CRC and entries; tables/ itself must exist); other table
+ * files are leftovers of rounds cut short or tables a newer one replaced (warnings).
+ */
+async function checkTable(ctx: VerifyContext, realm: RealmInfo): Promise<TableResult> {
+  const out: TableResult = { file: null, cut: null, entries: 0, live: 0, bases: new Map(), homed: new Map() };
+  const dir = path.join(realm.dir, TABLES);
+  const names = await listDir(ctx, dir);
+  if (names === null) {
+    ctx.error(dir, 'host realm: the tables directory is missing (made with the realm): the store\'s open fails');
+    return out;
+  }
+  const ref = realm.checkpoint?.table ?? null;
+  for (const n of names) {
+    const seq = parseTableFileName(n);
+    if (seq === null) ctx.unknown.push(path.join(dir, n));
+    else if (seq !== ref?.seq) await sawLeftover(ctx, path.join(dir, n), 'host scope table the checkpoint does not name (replaced by a newer one, or written by a round cut short): never read; the next round removes it');
+  }
+  if (ref === null) return out;
+  const file = tablePath(realm.dir, ref.seq);
+  out.file = file;
+  let t: ScopeTable;
+  try {
+    t = await ScopeTable.open(ctx.fs, realm.dir, ref, realm.format.stripes, realm.format.realmId);
+  } catch (err) {
+    if (err instanceof VerifyError) throw err;
+    const missing = (err as { code?: unknown }).code === 'ENOENT';
+    ctx.error(file, missing ? 'host realm: the scope table the checkpoint names is missing: every checkpointed scope is lost (the store\'s open fails)' : `host realm: ${messageOf(err)} (the store's open fails)`);
+    return out;
+  }
+  out.cut = [...t.cut];
+  out.entries = t.entries;
+  out.live = t.live;
+  try {
+    await t.forEach((e) => {
+      const key = scopeKey({ kind: e.kind, name: e.name });
+      if (e.homed) {
+        out.homed.set(key, { kind: e.kind, name: e.name, version: e.version });
+        return;
+      }
+      out.bases.set(key, {
+        kind: e.kind,
+        name: e.name,
+        version: e.version,
+        commitId: e.commitId,
+        deleted: e.deleted,
+        cut: [...t.cut],
+        first: e.first,
+        end: e.end,
+        headLength: e.head.length,
+        headCrc: 0,
+        head: new Uint8Array(0),
+        headGen: null,
+        rowFiles: [],
+      });
+      for (const row of e.rows) if (row.length > MAX_ROW_BYTES) ctx.error(file, `host scope table: a row of ${e.kind} ${JSON.stringify(e.name)} is ${row.length} bytes, above the limit`);
+    });
+  } catch (err) {
+    if (err instanceof VerifyError) throw err;
+    ctx.error(file, `host realm: ${messageOf(err)} (loads of the scopes it holds fail)`);
+  } finally {
+    await t.retire();
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
 // The realm
 
 /** Checks the host store realm in `dir`; answers the entry names it accounted for. */
 export async function checkHostRealm(ctx: VerifyContext, dir: string, names: readonly string[]): Promise<Set<string>> {
-  const claimed = new Set<string>([FORMAT, tmpName(FORMAT), CHECKPOINT, tmpName(CHECKPOINT), CHECKPOINT_LOCK, FENCE, STRIPES, SCOPES]);
+  const claimed = new Set<string>([FORMAT, tmpName(FORMAT), CHECKPOINT, tmpName(CHECKPOINT), CHECKPOINT_LOCK, FENCE, STRIPES, SCOPES, TABLES]);
   ctx.counts.hostRealms++;
   for (const n of [tmpName(FORMAT), tmpName(CHECKPOINT)]) {
     if (names.includes(n)) await sawLeftover(ctx, path.join(dir, n), 'host realm: leftover of a first cell write that did not complete (never read; removed or replaced by the next write)');
@@ -845,8 +930,30 @@ export async function checkHostRealm(ctx: VerifyContext, dir: string, names: rea
     }
   }
 
-  // The homes.
-  const homes = await checkHomes(ctx, realm);
+  // The scope table, then the homes (a home counts only where the table names its scope homed).
+  const table = await checkTable(ctx, realm);
+  const allHomes = await checkHomes(ctx, realm);
+  const homes: HomeResult[] = [];
+  for (const h of allHomes) {
+    const named = h.value !== null && table.homed.has(scopeKey({ kind: h.value.kind, name: h.value.name }));
+    if (named || h.unreadable || h.value === null) homes.push(h);
+    else {
+      await sawLeftover(
+        ctx,
+        path.join(h.dir, HOME_STATE),
+        `host home of ${h.value.kind} ${JSON.stringify(h.value.name)}: the scope table does not name it (a round that moved the scope to a home was cut short, or a deleted scope's home not removed yet): never read; a later round writes over it or removes it`,
+      );
+    }
+  }
+  for (const [key, t] of table.homed) {
+    const h = homes.find((x) => x.value !== null && scopeKey({ kind: x.value.kind, name: x.value.name }) === key);
+    if (h === undefined) {
+      if (homes.some((x) => x.unreadable && x.kind === t.kind && x.digest === scopeDigest(t.kind, t.name))) continue;
+      ctx.error(table.file ?? path.join(dir, TABLES), `host realm: the scope table names ${t.kind} ${JSON.stringify(t.name)} as homed, but its home is missing: the scope's state is lost (loads answer CORRUPT)`);
+    } else if (h.value!.version < t.version) {
+      ctx.error(path.join(h.dir, HOME_STATE), `host home of ${t.kind} ${JSON.stringify(t.name)}: at version ${h.value!.version}, below the ${t.version} the scope table names: the home went back (loads answer CORRUPT)`);
+    }
+  }
 
   // Tokens only grow: nothing on disk carries a token above the highest the fence state issued.
   const highest = fence?.highest ?? 0;
@@ -874,8 +981,21 @@ export async function checkHostRealm(ctx: VerifyContext, dir: string, names: rea
     }
   }
 
-  // The records over the homes: the store's own visibility rule.
+  if (table.cut !== null) {
+    for (let j = 0; j < table.cut.length && j < stripes.length; j++) {
+      const end = stripes[j]?.end;
+      if (end !== null && end !== undefined && table.cut[j]! > end.lsn) {
+        ctx.error(
+          table.file!,
+          `host scope table: written by a checkpoint round that had read stripe ${j} up to lsn ${table.cut[j]}, but the stripe's records end at lsn ${end.lsn}: records it had read (durable and published then) are gone`,
+        );
+      }
+    }
+  }
+
+  // The records over the bases (the table's entries, the homes of homed scopes): the store's own visibility rule.
   const byKey = new Map<string, HomeResult>();
+  for (const [key, value] of table.bases) byKey.set(key, { dir: table.file!, kind: value.kind, digest: '', value, placed: true, unreadable: false, sequence: 0 });
   const unreadableDigests = new Set<string>();
   for (const h of homes) {
     if (h.unreadable) unreadableDigests.add(`${h.kind}:${h.digest}`);
@@ -949,7 +1069,7 @@ export async function checkHostRealm(ctx: VerifyContext, dir: string, names: rea
           if (version >= u.next) continue;
           reported.add(u.key);
           ctx.error(
-            h === null ? path.join(dir, SCOPES) : path.join(byKey.get(u.key)!.dir, HOME_STATE),
+            h === null ? (table.file ?? path.join(dir, TABLES)) : table.bases.has(u.key) ? table.file! : path.join(byKey.get(u.key)!.dir, HOME_STATE),
             `host realm: batch ${JSON.stringify(rec.commitId)} (stripe ${rec.stripe}, lsn ${rec.lsn}) made version ${u.next} of ${u.kind} ${JSON.stringify(u.name)} and lies before ` +
               `the checkpoint (so it was applied to the homes), but the scope's home is ${h === null ? 'missing' : `at version ${version}`}: committed versions are lost (a home went back)`,
           );
@@ -984,7 +1104,8 @@ export async function checkHostRealm(ctx: VerifyContext, dir: string, names: rea
         end: st.end,
         rows: st.exists ? st.end - st.first : 0,
         headBytes,
-        home: home === null ? null : { version: home.version, rowFiles: home.rowFiles.length, headInBlob: home.headGen !== null, deleted: home.deleted },
+        home: home === null || table.bases.has(e.key) ? null : { version: home.version, rowFiles: home.rowFiles.length, headInBlob: home.headGen !== null, deleted: home.deleted },
+        inTable: table.bases.has(e.key),
         records,
       };
     })
@@ -999,6 +1120,7 @@ export async function checkHostRealm(ctx: VerifyContext, dir: string, names: rea
         ? null
         : { highest: fence.highest, holderToken: fence.holderToken, holder: fence.holder, leaseEnd: fence.leaseEnd, boot: Buffer.from(fence.boot).toString('hex'), cellSequence: fenceCell?.sequence ?? null },
     checkpoint: realm.checkpoint === null ? null : { round: realm.checkpoint.round, cellSequence: checkpointCell?.sequence ?? null },
+    table: table.file === null ? null : { file: table.file, entries: table.entries, live: table.live, homed: table.homed.size },
     stripeReports: stripes.map((s, k) => s?.report ?? { index: k, state: 'unreadable' }),
     homes: homes.length,
     scopes,
@@ -1014,7 +1136,7 @@ export async function checkHostRealm(ctx: VerifyContext, dir: string, names: rea
 async function checkUnformedRealm(ctx: VerifyContext, dir: string, names: readonly string[]): Promise<void> {
   const leftover = 'host realm without FORMAT: leftover of a creation that crashed (the next open creates the realm again over it)';
   const lost = 'host realm without FORMAT, but a creation never writes this: the realm lost its FORMAT (open answers UNAVAILABLE with a CORRUPT cause)';
-  const creation = new Set([CHECKPOINT, FENCE, STRIPES, SCOPES, path.basename(cellTempPath(path.join(dir, CHECKPOINT))), path.basename(cellTempPath(path.join(dir, FORMAT)))]);
+  const creation = new Set([CHECKPOINT, FENCE, STRIPES, SCOPES, TABLES, path.basename(cellTempPath(path.join(dir, CHECKPOINT))), path.basename(cellTempPath(path.join(dir, FORMAT)))]);
   for (const n of names) if (!creation.has(n)) ctx.error(path.join(dir, n), lost);
   if (names.includes(CHECKPOINT)) {
     const file = path.join(dir, CHECKPOINT);
@@ -1057,5 +1179,7 @@ async function checkUnformedRealm(ctx: VerifyContext, dir: string, names: readon
   for (const n of [CHECKPOINT, FENCE, STRIPES]) if (names.includes(n)) await walk(path.join(dir, n));
   const scopes = (await listDir(ctx, path.join(dir, SCOPES))) ?? [];
   if (scopes.length > 0) ctx.error(path.join(dir, SCOPES), 'host realm without FORMAT, but it holds scope homes: the next open would create the realm again over them');
+  const tables = (await listDir(ctx, path.join(dir, TABLES))) ?? [];
+  if (tables.length > 0) ctx.error(path.join(dir, TABLES), 'host realm without FORMAT, but it holds scope tables: the open refuses it (UNAVAILABLE with a CORRUPT cause)');
   ctx.describe({ kind: 'host-realm', path: dir, state: 'no FORMAT' });
 }

@@ -1,0 +1,384 @@
+// The bytes of a realm's scope table (`tables/<seq>.tbl`): every scope a checkpoint round has
+// applied, in name order, with the whole state of each small scope (head and rows) inline. Pure
+// encoders and decoders, no I/O.
+//
+// Owns: the table's header, entries, blocks, index and footer (docs/format-host.md, "Scope
+// table"), and the order of entries (kind code, then the name's UTF-8 bytes, which is the order a
+// listing pages in). Guarantees: every decoder checks magic, version, CRC and every length against
+// the bytes it has before it drives an allocation or a loop, and throws CORRUPT naming the file
+// and the offset; an entry is accepted only when its lengths add up exactly and its numbers are
+// safe integers in range; rows are never copied by the decoder (views into the block).
+
+import { crc32 } from 'node:zlib';
+import { corrupt } from '../../errors.js';
+import type { ScopeKind } from '../types.js';
+import { decodeUtf8Exact } from '../../text.js';
+import { FORMAT_VERSION, MAGIC, putU16, putU32, putU64, u16, u32, u64, utf8 } from './format-bytes.js';
+import { KIND_CODE, kindOfCode } from './format-names.js';
+
+/** Tables came with realm format 2: they carry the realm's version. */
+const TABLE_VERSION = FORMAT_VERSION;
+export const TABLE_FOOTER_BYTES = 64;
+/** An entry of at most this many bytes (name, commit id, head and rows inline) stays in the table; a larger scope gets a home. */
+export const INLINE_SCOPE_BYTES = 16 * 1024;
+/** Blocks are cut once they pass this size (one entry may make a block larger, up to INLINE_SCOPE_BYTES + its fixed part). */
+export const TABLE_BLOCK_BYTES = 16 * 1024;
+const ENTRY_FIXED = 38;
+const MAX_ENTRY_BYTES = 1 << 30;
+
+export const T_DELETED = 1;
+/** The scope's state is in its home (`scopes/…/state`); the entry only says it exists, at least at `version`. */
+export const T_HOMED = 2;
+
+export function tableFileName(seq: number): string {
+  return `${String(seq).padStart(16, '0')}.tbl`;
+}
+export function parseTableFileName(name: string): number | null {
+  const m = /^(\d{16})\.tbl$/.exec(name);
+  if (m === null) return null;
+  const n = Number(m[1]);
+  return Number.isSafeInteger(n) && n > 0 ? n : null;
+}
+
+/** The sort key of a scope: its kind code, then its name's UTF-8 bytes. */
+export function compareKeys(kindA: number, nameA: Uint8Array, kindB: number, nameB: Uint8Array): number {
+  if (kindA !== kindB) return kindA - kindB;
+  return Buffer.compare(nameA, nameB);
+}
+
+/**
+ * `decodeUtf8Exact` of `bytes[start, end)` without a view: ASCII (every byte below 0x80, which
+ * most names are) read as Latin-1 is the same string; anything else goes through the exact decoder.
+ */
+function textAt(bytes: Buffer, start: number, end: number): string {
+  for (let i = start; i < end; i++) if (bytes[i]! >= 0x80) return decodeUtf8Exact(bytes.subarray(start, end));
+  return bytes.toString('latin1', start, end);
+}
+
+/**
+ * One scope as a table holds it: its fixed fields decoded, its name and commit id as strings, and
+ * the rest read on demand from the block it was decoded from (a listing of 100,000 scopes makes no
+ * view it does not need).
+ */
+export class TableEntry {
+  readonly kind: ScopeKind;
+  readonly name: string;
+  readonly deleted: boolean;
+  readonly homed: boolean;
+  readonly version: number;
+  readonly commitId: string;
+  readonly first: number;
+  readonly end: number;
+  readonly #block: Buffer;
+  readonly #at: number;
+  readonly #size: number;
+  readonly #nameLen: number;
+  readonly #headAt: number;
+  readonly #headLen: number;
+
+  /** @internal Made by `decodeBlock`, which checked every length. */
+  constructor(bytes: Uint8Array, at: number, size: number, kind: ScopeKind, name: string, commitId: string, fields: { deleted: boolean; homed: boolean; version: number; first: number; end: number; nameLen: number; headAt: number; headLen: number }) {
+    this.#block = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    this.#at = at;
+    this.#size = size;
+    this.kind = kind;
+    this.name = name;
+    this.commitId = commitId;
+    this.deleted = fields.deleted;
+    this.homed = fields.homed;
+    this.version = fields.version;
+    this.first = fields.first;
+    this.end = fields.end;
+    this.#nameLen = fields.nameLen;
+    this.#headAt = fields.headAt;
+    this.#headLen = fields.headLen;
+  }
+
+  get kindCode(): number {
+    return this.#block[this.#at + 4]!;
+  }
+  get nameBytes(): Uint8Array {
+    return this.#block.subarray(this.#at + ENTRY_FIXED, this.#at + ENTRY_FIXED + this.#nameLen);
+  }
+  /** A view of the head (copy it to keep it past the block). */
+  get head(): Uint8Array {
+    return this.#block.subarray(this.#headAt, this.#headAt + this.#headLen);
+  }
+  get headLength(): number {
+    return this.#headLen;
+  }
+  /** The entry's encoded bytes (length field included): what a round copies when the scope did not change. */
+  get raw(): Uint8Array {
+    return this.#block.subarray(this.#at, this.#at + this.#size);
+  }
+  /** Views of rows [first, end) when inline; none when homed or deleted. */
+  get rows(): Uint8Array[] {
+    const out: Uint8Array[] = [];
+    if (this.deleted || this.homed) return out;
+    let p = this.#headAt + this.#headLen;
+    for (let i = this.first; i < this.end; i++) {
+      const rl = u32(this.#block, p);
+      out.push(this.#block.subarray(p + 4, p + 4 + rl));
+      p += 4 + rl;
+    }
+    return out;
+  }
+  /** Compares this entry's key with (kind code, name bytes), without a view. */
+  compareTo(code: number, name: Uint8Array): number {
+    const k = this.kindCode;
+    if (k !== code) return k - code;
+    return this.#block.compare(name, 0, name.length, this.#at + ENTRY_FIXED, this.#at + ENTRY_FIXED + this.#nameLen);
+  }
+}
+
+/** What an entry is made from. */
+export interface EntryParts {
+  kind: ScopeKind;
+  nameBytes: Uint8Array;
+  deleted: boolean;
+  homed: boolean;
+  version: number;
+  commitId: string;
+  first: number;
+  end: number;
+  head: Uint8Array;
+  rows: readonly Uint8Array[];
+}
+
+/** The size `encodeEntry` gives these parts. */
+export function entryBytes(nameBytes: number, commitIdBytes: number, headBytes: number, rows: readonly Uint8Array[]): number {
+  let n = ENTRY_FIXED + nameBytes + commitIdBytes + headBytes;
+  for (const r of rows) n += 4 + r.length;
+  return n;
+}
+
+// Entry: 0 length u32 (of what follows) | 4 kind u8 | 5 flags u8 | 6 name length u16
+//  8 commit id length u8 | 9 0 u8 | 10 version u64 | 18 first u64 | 26 end u64 | 34 head length u32
+//  38 name | commit id | head | rows (inline only): end − first × (length u32, bytes)
+export function encodeEntry(p: EntryParts): Uint8Array {
+  const id = utf8(p.commitId);
+  const inline = !p.homed && !p.deleted;
+  if (inline && p.rows.length !== p.end - p.first) throw new RangeError('an inline entry holds every row of [first, end)');
+  const b = new Uint8Array(entryBytes(p.nameBytes.length, id.length, p.head.length, inline ? p.rows : []));
+  putU32(b, 0, b.length - 4);
+  b[4] = KIND_CODE[p.kind];
+  b[5] = (p.deleted ? T_DELETED : 0) | (p.homed ? T_HOMED : 0);
+  putU16(b, 6, p.nameBytes.length);
+  b[8] = id.length;
+  putU64(b, 10, p.version);
+  putU64(b, 18, p.first);
+  putU64(b, 26, p.end);
+  putU32(b, 34, p.head.length);
+  let at = ENTRY_FIXED;
+  b.set(p.nameBytes, at);
+  at += p.nameBytes.length;
+  b.set(id, at);
+  at += id.length;
+  b.set(p.head, at);
+  at += p.head.length;
+  if (inline) {
+    for (const r of p.rows) {
+      putU32(b, at, r.length);
+      b.set(r, at + 4);
+      at += 4 + r.length;
+    }
+  }
+  return b;
+}
+
+/** The entries of a block, in order, every length checked; CORRUPT naming the file and offset otherwise. */
+export function decodeBlock(bytes: Uint8Array, file: string, blockOffset: number): TableEntry[] {
+  const block = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const out: TableEntry[] = [];
+  let at = 0;
+  let prevAt = -1;
+  let prevEnd = 0;
+  while (at < block.length) {
+    const bad = (why: string): Error => corrupt(`scope table ${file}: entry at offset ${blockOffset + at} ${why}`, { file, offset: blockOffset + at });
+    if (block.length - at < 4) throw bad('is cut short');
+    const len = u32(block, at);
+    if (len < ENTRY_FIXED - 4 || len > MAX_ENTRY_BYTES || at + 4 + len > block.length) throw bad('has a length out of range');
+    const stop = at + 4 + len;
+    const kind = kindOfCode(block[at + 4]!);
+    const flags = block[at + 5]!;
+    if (kind === undefined || (flags & ~(T_DELETED | T_HOMED)) !== 0 || block[at + 9] !== 0) throw bad('has an unknown kind or flag');
+    const nameLen = u16(block, at + 6);
+    const idLen = block[at + 8]!;
+    const headLen = u32(block, at + 34);
+    const version = u64(block, at + 10);
+    const first = u64(block, at + 18);
+    const end = u64(block, at + 26);
+    if (nameLen < 1 || idLen < 1 || ![version, first, end].every(Number.isSafeInteger) || version < 1 || first > end) throw bad('has values out of range');
+    const nameAt = at + ENTRY_FIXED;
+    const headAt = nameAt + nameLen + idLen;
+    if (headAt + headLen > stop) throw bad('has lengths that disagree');
+    let name: string;
+    let commitId: string;
+    try {
+      name = textAt(block, nameAt, nameAt + nameLen);
+      commitId = textAt(block, nameAt + nameLen, headAt);
+    } catch {
+      throw bad('has a name or commit id that is not UTF-8');
+    }
+    const deleted = (flags & T_DELETED) !== 0;
+    const homed = (flags & T_HOMED) !== 0;
+    let p = headAt + headLen;
+    if (!deleted && !homed) {
+      // Each row's length is bounded by the entry's bytes, so the count of rows cannot outrun them.
+      for (let i = first; i < end; i++) {
+        if (p + 4 > stop) throw bad('holds fewer rows than it names');
+        const rl = u32(block, p);
+        if (p + 4 + rl > stop) throw bad('has a row longer than the entry');
+        p += 4 + rl;
+      }
+    } else if (headLen !== 0 || (deleted && first !== end)) throw bad('is a tombstone or homed entry with inline parts');
+    if (p !== stop) throw bad('has bytes past its end');
+    if (prevAt >= 0) {
+      const order = block[prevAt + 4]! - block[at + 4]! || block.compare(block, nameAt, nameAt + nameLen, prevAt + ENTRY_FIXED, prevEnd);
+      if (order >= 0) throw bad('is out of name order');
+    }
+    prevAt = at;
+    prevEnd = nameAt + nameLen;
+    out.push(new TableEntry(block, at, 4 + len, kind, name, commitId, { deleted, homed, version, first, end, nameLen, headAt, headLen }));
+    at = stop;
+  }
+  return out;
+}
+
+// Header: 0 magic 'SGHT' | 4 version u16 | 6 stripes u16 (K) | 8 seq u64 | 16 realm tag (8)
+//  24 cut: K × u64 | 24 + 8K CRC32 of the bytes before
+export function tableHeaderBytes(stripes: number): number {
+  return 28 + 8 * stripes;
+}
+
+export interface TableHeader {
+  seq: number;
+  realmTag: Uint8Array;
+  /** Per stripe: the round that wrote the table had read every record below this lsn. */
+  cut: number[];
+}
+
+export function encodeTableHeader(h: TableHeader): Uint8Array {
+  const b = new Uint8Array(tableHeaderBytes(h.cut.length));
+  putU32(b, 0, MAGIC.table);
+  putU16(b, 4, TABLE_VERSION);
+  putU16(b, 6, h.cut.length);
+  putU64(b, 8, h.seq);
+  b.set(h.realmTag.subarray(0, 8), 16);
+  for (let j = 0; j < h.cut.length; j++) putU64(b, 24 + 8 * j, h.cut[j]!);
+  putU32(b, b.length - 4, crc32(b.subarray(0, b.length - 4)));
+  return b;
+}
+
+export function decodeTableHeader(b: Uint8Array, stripes: number, file: string): TableHeader {
+  const n = tableHeaderBytes(stripes);
+  const bad = (why: string): Error => corrupt(`scope table ${file}: header ${why}`, { file, offset: 0 });
+  if (b.length < n || u32(b, 0) !== MAGIC.table || u16(b, 4) !== TABLE_VERSION || u16(b, 6) !== stripes) throw bad('is not a table header of this realm');
+  if (crc32(b.subarray(0, n - 4)) !== u32(b, n - 4)) throw bad('fails its checksum');
+  const cut: number[] = [];
+  for (let j = 0; j < stripes; j++) cut.push(u64(b, 24 + 8 * j));
+  const seq = u64(b, 8);
+  if (!Number.isSafeInteger(seq) || !cut.every(Number.isSafeInteger)) throw bad('has values out of range');
+  return { seq, realmTag: b.slice(16, 24), cut };
+}
+
+// Index: one item per block: 0 offset u64 | 8 length u32 | 12 CRC32 of the block u32
+//  16 entries u32 | 20 first key: kind u8, name length u16, name
+export interface BlockRef {
+  offset: number;
+  length: number;
+  crc: number;
+  entries: number;
+  kind: number;
+  firstName: Uint8Array;
+}
+
+export function encodeIndex(blocks: readonly BlockRef[]): Uint8Array {
+  let n = 0;
+  for (const k of blocks) n += 23 + k.firstName.length;
+  const b = new Uint8Array(n);
+  let at = 0;
+  for (const k of blocks) {
+    putU64(b, at, k.offset);
+    putU32(b, at + 8, k.length);
+    putU32(b, at + 12, k.crc);
+    putU32(b, at + 16, k.entries);
+    b[at + 20] = k.kind;
+    putU16(b, at + 21, k.firstName.length);
+    b.set(k.firstName, at + 23);
+    at += 23 + k.firstName.length;
+  }
+  return b;
+}
+
+export function decodeIndex(b: Uint8Array, dataStart: number, dataEnd: number, file: string, indexOffset: number): BlockRef[] {
+  const out: BlockRef[] = [];
+  let at = 0;
+  let next = dataStart;
+  while (at < b.length) {
+    const bad = (why: string): Error => corrupt(`scope table ${file}: index item at offset ${indexOffset + at} ${why}`, { file, offset: indexOffset + at });
+    if (b.length - at < 23) throw bad('is cut short');
+    const nameLen = u16(b, at + 21);
+    if (at + 23 + nameLen > b.length || nameLen < 1) throw bad('has a key length out of range');
+    const k: BlockRef = { offset: u64(b, at), length: u32(b, at + 8), crc: u32(b, at + 12), entries: u32(b, at + 16), kind: b[at + 20]!, firstName: b.slice(at + 23, at + 23 + nameLen) };
+    // Blocks lie back to back from the header to the index, in key order.
+    if (k.offset !== next || k.length < 1 || k.offset + k.length > dataEnd || k.entries < 1 || kindOfCode(k.kind) === undefined) throw bad('names a block out of place');
+    const prev = out[out.length - 1];
+    if (prev !== undefined && compareKeys(prev.kind, prev.firstName, k.kind, k.firstName) >= 0) throw bad('is out of key order');
+    next = k.offset + k.length;
+    out.push(k);
+    at += 23 + nameLen;
+  }
+  if (next !== dataEnd) throw corrupt(`scope table ${file}: the blocks do not reach the index`, { file, offset: next });
+  return out;
+}
+
+// Footer (the last 64 bytes): 0 magic 'SGHT' | 4 version u16 | 6 0 u16 | 8 seq u64
+//  16 index offset u64 | 24 index length u32 | 28 index CRC32 u32 | 32 entries u64
+//  40 live scopes u64 | 48 bytes of the whole file u64 | 56 0 u32 | 60 CRC32 of bytes 0..59
+export interface TableFooter {
+  seq: number;
+  indexOffset: number;
+  indexLength: number;
+  indexCrc: number;
+  entries: number;
+  live: number;
+  fileBytes: number;
+}
+
+export function encodeTableFooter(f: TableFooter): Uint8Array {
+  const b = new Uint8Array(TABLE_FOOTER_BYTES);
+  putU32(b, 0, MAGIC.table);
+  putU16(b, 4, TABLE_VERSION);
+  putU64(b, 8, f.seq);
+  putU64(b, 16, f.indexOffset);
+  putU32(b, 24, f.indexLength);
+  putU32(b, 28, f.indexCrc);
+  putU64(b, 32, f.entries);
+  putU64(b, 40, f.live);
+  putU64(b, 48, f.fileBytes);
+  putU32(b, 60, crc32(b.subarray(0, 60)));
+  return b;
+}
+
+export function decodeTableFooter(b: Uint8Array, file: string, at: number): TableFooter {
+  const bad = (why: string): Error => corrupt(`scope table ${file}: footer ${why}`, { file, offset: at });
+  if (b.length !== TABLE_FOOTER_BYTES || u32(b, 0) !== MAGIC.table || u16(b, 4) !== TABLE_VERSION) throw bad('is not a table footer');
+  if (crc32(b.subarray(0, 60)) !== u32(b, 60)) throw bad('fails its checksum');
+  const f: TableFooter = { seq: u64(b, 8), indexOffset: u64(b, 16), indexLength: u32(b, 24), indexCrc: u32(b, 28), entries: u64(b, 32), live: u64(b, 40), fileBytes: u64(b, 48) };
+  if (![f.seq, f.indexOffset, f.entries, f.live, f.fileBytes].every(Number.isSafeInteger) || f.indexOffset + f.indexLength + TABLE_FOOTER_BYTES !== f.fileBytes) {
+    throw bad('has values out of range');
+  }
+  return f;
+}
+
+/** What the checkpoint cell says of the table it names: its seq, its size and its footer's CRC. */
+export interface TableRef {
+  seq: number;
+  bytes: number;
+  footerCrc: number;
+}
+
+export function footerCrcOf(footer: Uint8Array): number {
+  return u32(footer, 60);
+}
