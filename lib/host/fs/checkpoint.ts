@@ -39,7 +39,7 @@ import {
   type TableEntry,
   type TableRef,
 } from './format.js';
-import { DirSyncs, readHomeCell } from './home.js';
+import { DirSyncs, readHomeCell, unlinkWhere } from './home.js';
 import { baseOfEntry, forEachLimited, type RealmHandle } from './realm.js';
 import { ScopeWork, type TableRow } from './scope-work.js';
 import type { Stripe } from './stripe.js';
@@ -291,30 +291,15 @@ function kindCodeOf(e: TableEntry): number {
 
 /** Removes every table file but the one named (older tables, leftovers of rounds cut short). */
 async function removeTablesBut(fs: FileSystem, realm: string, keep: number): Promise<void> {
-  const dir = path.join(realm, TABLES_DIR);
-  let names: string[];
-  try {
-    names = await fs.readdir(dir);
-  } catch {
-    return;
-  }
-  for (const n of names) {
+  await unlinkWhere(fs, path.join(realm, TABLES_DIR), (n) => {
     const seq = parseTableFileName(n);
-    if (seq !== null && seq !== keep) await fs.unlink(path.join(dir, n)).catch(() => undefined);
-  }
+    return seq !== null && seq !== keep;
+  });
 }
 
 /** Removes a given-up home: its files (only the kinds a home holds), then the directory. */
 async function removeHome(fs: FileSystem, dir: string): Promise<void> {
-  let names: string[];
-  try {
-    names = await fs.readdir(dir);
-  } catch {
-    return;
-  }
-  for (const n of names) {
-    if (n === HOME_STATE_FILE || n.startsWith('r-') || n.startsWith('h-') || n.startsWith(`${HOME_STATE_FILE}.`)) await fs.unlink(path.join(dir, n)).catch(() => undefined);
-  }
+  await unlinkWhere(fs, dir, (n) => n === HOME_STATE_FILE || n.startsWith('r-') || n.startsWith('h-') || n.startsWith(`${HOME_STATE_FILE}.`));
   await fs.rmdir(dir).catch(() => undefined);
 }
 
@@ -351,15 +336,8 @@ class Window {
 }
 
 async function removeBefore(r: RealmHandle, j: number, seq: number): Promise<void> {
-  const dir = stripeDir(r.dir, j);
-  let names: string[];
-  try {
-    names = await r.fs.readdir(dir);
-  } catch {
-    return;
-  }
-  for (const n of names) {
+  await unlinkWhere(r.fs, stripeDir(r.dir, j), (n) => {
     const s = parseStripeFileName(n);
-    if (s !== null && s < seq) await r.fs.unlink(path.join(dir, n)).catch(() => undefined);
-  }
+    return s !== null && s < seq;
+  });
 }

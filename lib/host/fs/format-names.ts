@@ -68,14 +68,22 @@ export function parseScopeLeaf(leaf: string): { kind: ScopeKind; digest: string 
   return { kind: KIND_BY_LETTER[m[1]!]!, digest: m[2]! };
 }
 
+/** `<seq, 16 digits><suffix>`: the names of stripe files (`.wal`) and scope tables (`.tbl`). */
+export function seqFileName(seq: number, suffix: '.wal' | '.tbl'): string {
+  return `${String(seq).padStart(16, '0')}${suffix}`;
+}
+/** The seq of a `seqFileName(seq, suffix)` name; null for any other name. */
+export function parseSeqFileName(name: string, suffix: '.wal' | '.tbl'): number | null {
+  if (name.length !== 16 + suffix.length || !name.endsWith(suffix) || !/^\d{16}$/.test(name.slice(0, 16))) return null;
+  const n = Number(name.slice(0, 16));
+  return Number.isSafeInteger(n) ? n : null;
+}
+
 export function stripeFileName(seq: number): string {
-  return `${String(seq).padStart(16, '0')}.wal`;
+  return seqFileName(seq, '.wal');
 }
 export function parseStripeFileName(name: string): number | null {
-  const m = /^(\d{16})\.wal$/.exec(name);
-  if (m === null) return null;
-  const n = Number(m[1]);
-  return Number.isSafeInteger(n) ? n : null;
+  return parseSeqFileName(name, '.wal');
 }
 
 export function rowFileName(gen: string): string {

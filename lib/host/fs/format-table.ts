@@ -14,7 +14,7 @@ import { corrupt } from '../../errors.js';
 import type { ScopeKind } from '../types.js';
 import { decodeUtf8Exact } from '../../text.js';
 import { FORMAT_VERSION, MAGIC, putU16, putU32, putU64, u16, u32, u64, utf8 } from './format-bytes.js';
-import { KIND_CODE, kindOfCode } from './format-names.js';
+import { KIND_CODE, kindOfCode, parseSeqFileName, seqFileName } from './format-names.js';
 
 /** Tables came with realm format 2: they carry the realm's version. */
 const TABLE_VERSION = FORMAT_VERSION;
@@ -31,13 +31,12 @@ export const T_DELETED = 1;
 export const T_HOMED = 2;
 
 export function tableFileName(seq: number): string {
-  return `${String(seq).padStart(16, '0')}.tbl`;
+  return seqFileName(seq, '.tbl');
 }
+/** A table's seq (tables start at 1); null for any other name. */
 export function parseTableFileName(name: string): number | null {
-  const m = /^(\d{16})\.tbl$/.exec(name);
-  if (m === null) return null;
-  const n = Number(m[1]);
-  return Number.isSafeInteger(n) && n > 0 ? n : null;
+  const n = parseSeqFileName(name, '.tbl');
+  return n !== null && n > 0 ? n : null;
 }
 
 /** The sort key of a scope: its kind code, then its name's UTF-8 bytes. */

@@ -604,14 +604,19 @@ async function sweep(fs: FileSystem, dir: string, home: HomeValue): Promise<void
   const keep = new Set<string>([HOME_STATE_FILE]);
   for (const r of home.rowFiles) keep.add(rowFileName(r.gen));
   if (home.headGen !== null) keep.add(headFileName(home.headGen));
+  await unlinkWhere(fs, dir, (n) => !keep.has(n) && (n.startsWith('r-') || n.startsWith('h-')));
+}
+
+/**
+ * Unlinks the entries of `dir` that `pick` chooses (a directory that cannot be listed: nothing).
+ * Removal is garbage collection: a failed unlink leaves a file no reader reads.
+ */
+export async function unlinkWhere(fs: FileSystem, dir: string, pick: (name: string) => boolean): Promise<void> {
   let names: string[];
   try {
     names = await fs.readdir(dir);
   } catch {
     return;
   }
-  for (const n of names) {
-    if (keep.has(n) || !(n.startsWith('r-') || n.startsWith('h-'))) continue;
-    await fs.unlink(path.join(dir, n)).catch(() => undefined);
-  }
+  for (const n of names) if (pick(n)) await fs.unlink(path.join(dir, n)).catch(() => undefined);
 }

@@ -43,8 +43,8 @@ import {
 
 /** Decoded blocks a table keeps (about 16 KiB of file each). */
 const CACHED_BLOCKS = 16;
-/** A scan reads this much of consecutive blocks at once. */
-const SCAN_READ_BYTES = 256 * 1024;
+/** A scan reads this much of consecutive blocks at once (into one buffer it reuses). */
+const SCAN_READ_BYTES = 64 * 1024;
 
 export function tablePath(realm: string, seq: number): string {
   return path.join(realm, TABLES_DIR, tableFileName(seq));
@@ -163,11 +163,15 @@ export class ScopeTable {
    */
   scan(kind: ScopeKind, after: Uint8Array | null, each: (e: TableEntry) => boolean | Promise<boolean>): Promise<void> {
     const afterBuf = after === null ? null : Buffer.from(after.buffer, after.byteOffset, after.byteLength);
+    let reuse: Uint8Array | null = null;
     return this.use(async () => {
       const code = KIND_CODE[kind];
       let i = after === null ? this.#firstBlockOfKind(code) : Math.max(0, this.#blockOf(code, after));
       for (; i < this.blocks.length && this.blocks[i]!.kind <= code; ) {
-        const run = await this.#blocksFrom(i);
+        // Not kept: a listing reads forward. The scan reads every run into one buffer of its own,
+        // so a listing of a large table leaves no trail of read buffers for the collector.
+        const run = await this.#blocksFrom(i, false, reuse);
+        reuse = run.buffer;
         for (const entries of run) {
           for (const e of entries) {
             const k = e.kindCode;
@@ -234,21 +238,27 @@ export class ScopeTable {
     return this.#decode(i, await readExactly(this.#h, this.file, k.length, k.offset), true);
   }
 
-  /** Blocks from `i` on, read in one go up to SCAN_READ_BYTES (at least one block). */
-  async #blocksFrom(i: number, keep = true): Promise<TableEntry[][]> {
+  /**
+   * Blocks from `i` on, read in one go up to SCAN_READ_BYTES (at least one block), decoded; `into`
+   * is a buffer to read into when large enough (the entries are views into it: valid until the
+   * caller reads into it again). Answers the entries per block and the buffer read into.
+   */
+  async #blocksFrom(i: number, keep = true, into: Uint8Array | null = null): Promise<TableEntry[][] & { buffer: Uint8Array | null }> {
     const hit = this.#cache.get(i);
-    if (hit !== undefined) return [hit];
+    if (hit !== undefined) return Object.assign([hit], { buffer: into });
     let j = i;
     let bytes = 0;
     while (j < this.blocks.length && (j === i || bytes + this.blocks[j]!.length <= SCAN_READ_BYTES) && !this.#cache.has(j)) bytes += this.blocks[j++]!.length;
     const start = this.blocks[i]!.offset;
-    const all = await readExactly(this.#h, this.file, bytes, start);
+    const buf = into !== null && into.length >= bytes ? into : Buffer.allocUnsafeSlow(Math.max(bytes, keep ? 0 : SCAN_READ_BYTES));
+    const n = await this.#h.read(buf.subarray(0, bytes), start);
+    if (n !== bytes) throw corrupt(`scope table ${this.file} is shorter than its index says (${n} of ${bytes} bytes at offset ${start})`, { file: this.file, offset: start });
     const out: TableEntry[][] = [];
-    for (let n = i; n < j; n++) {
-      const k = this.blocks[n]!;
-      out.push(this.#decode(n, all.subarray(k.offset - start, k.offset - start + k.length), keep));
+    for (let m = i; m < j; m++) {
+      const k = this.blocks[m]!;
+      out.push(this.#decode(m, buf.subarray(k.offset - start, k.offset - start + k.length), keep));
     }
-    return out;
+    return Object.assign(out, { buffer: buf });
   }
 
   #decode(i: number, bytes: Uint8Array, keep: boolean): TableEntry[] {
