@@ -75,6 +75,21 @@ export interface CellMistakes {
   skipDirSync?: boolean;
 }
 
+/**
+ * For an owner that knows the file, its directory entry and everything in it are durable already
+ * (a Raft node that finds the mark of its own clean close, taken after every sync of that close):
+ * open then skips the sync of what it read, which is only needed when an earlier process may have
+ * been killed between a write and its sync. Not exported from the package.
+ * @internal
+ */
+export interface KnownDurable {
+  knownDurable?: boolean;
+}
+
+function knownDurable(options: CellOptions): boolean {
+  return (options as KnownDurable).knownDurable === true;
+}
+
 /** The temporary file a cell's first value is written to before it is renamed into place. */
 export function cellTempPath(cellPath: string): string {
   return `${cellPath}.tmp`;
@@ -171,9 +186,12 @@ export async function openCell(cellPath: string, options: CellOptions = {}): Pro
       const state = decodeCell(bytes, size, slotBytes, cellPath);
       // What we just read may not be durable yet: a process killed after a write and before its
       // fdatasync, or after the creating rename and before the directory sync, leaves it in the
-      // page cache only. Make it durable before anyone acts on it (or writes the other slot).
-      await handle.datasync();
-      await fs.syncDir(path.dirname(cellPath));
+      // page cache only. Make it durable before anyone acts on it (or writes the other slot),
+      // unless the owner knows it is (KnownDurable).
+      if (!knownDurable(options)) {
+        await handle.datasync();
+        await fs.syncDir(path.dirname(cellPath));
+      }
       return new FileCell(fs, cellPath, slotBytes, handle, state, mistakes);
     } catch (err) {
       await handle.close().catch(() => undefined);
@@ -362,9 +380,12 @@ export async function openOwnedCell(cellPath: string, options: CellOptions = {})
   try {
     const { bytes, size } = await readWhole(handle, slotBytes);
     const state = decodeCell(bytes, size, slotBytes, cellPath);
-    // As in openCell: what was read may be in the page cache only; make it durable first.
-    await handle.datasync();
-    await fs.syncDir(path.dirname(cellPath));
+    // As in openCell: what was read may be in the page cache only; make it durable first
+    // (unless the owner knows it is: KnownDurable).
+    if (!knownDurable(options)) {
+      await handle.datasync();
+      await fs.syncDir(path.dirname(cellPath));
+    }
     return new OwnedCell(fs, cellPath, slotBytes, state);
   } catch (err) {
     throw fromIo(err, 'read cell', cellPath);

@@ -25,7 +25,7 @@ export const MANIFEST_SLOT_BYTES = 8192;
 /** Most bytes a manifest value may take. */
 export const MANIFEST_CAPACITY = cellValueCapacity(MANIFEST_SLOT_BYTES);
 
-/** The manifest cell; `owned`: the log's owner holds a lock excluding every other handle (no cell lock). */
-export function openManifestCell(path: string, fs: FileSystem, owned = false): Promise<ManifestCell> {
-  return (owned ? openOwnedCell : openCell)(path, { fs, slotBytes: MANIFEST_SLOT_BYTES });
+/** The manifest cell; `owned`: the log's owner holds a lock excluding every other handle (no cell lock); `knownDurable`: its file is durable (no sync at open). */
+export function openManifestCell(path: string, fs: FileSystem, owned = false, knownDurable = false): Promise<ManifestCell> {
+  return (owned ? openOwnedCell : openCell)(path, { fs, slotBytes: MANIFEST_SLOT_BYTES, ...(knownDurable ? { knownDurable: true } : {}) });
 }

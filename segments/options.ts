@@ -58,6 +58,13 @@ export interface SegmentTuning {
  */
 export interface OwnerLocked {
   ownerLocked?: boolean;
+  /**
+   * The owner knows every file of the log is durable (the mark of its own clean close, taken after
+   * every sync of that close, and nothing written since): open skips the syncs of what it read
+   * (the manifest cell and its directory, the last segment's valid prefix). A torn tail it finds
+   * is still cut and synced.
+   */
+  knownDurable?: boolean;
 }
 
 const MiB = 1 << 20;
@@ -79,6 +86,8 @@ export interface LogConfig {
   readonly recycle: boolean;
   /** The owner's lock excludes every other opener (OwnerLocked): no LOCK file, no manifest descriptor. */
   readonly ownerLocked: boolean;
+  /** Every file of the log is durable already (OwnerLocked.knownDurable): open syncs nothing it read. */
+  readonly knownDurable: boolean;
   readonly mistakes: SegmentMistakes;
 }
 
@@ -106,5 +115,6 @@ export function parseLogOptions(dir: string, options: SegmentedLogOptions): LogC
   const tuning = (options as { tuning?: SegmentTuning }).tuning ?? {};
   const recycle = tuning.recycle === undefined ? true : tuning.recycle === true;
   const ownerLocked = (options as OwnerLocked).ownerLocked === true;
-  return { fs, fdCache, segmentBytes, maxRecordBytes, firstIndex, policy, inlineBelowMs, recycle, ownerLocked, mistakes: mistakesOf(options) };
+  const knownDurable = ownerLocked && (options as OwnerLocked).knownDurable === true;
+  return { fs, fdCache, segmentBytes, maxRecordBytes, firstIndex, policy, inlineBelowMs, recycle, ownerLocked, knownDurable, mistakes: mistakesOf(options) };
 }

@@ -221,3 +221,41 @@ test('an owned cell: values survive a reopen, no file before the first write, da
     await assert.rejects(d.write(new Uint8Array([3])), code('POISONED'));
   });
 });
+
+test('a clean close leaves the CLEAN mark; the next open consumes it and syncs nothing it reads; a poisoned session or a lost mark means a syncing open', async () => {
+  const { ManualClock } = await import('../lib/clock.js');
+  const { FaultyFs } = await import('../lib/fs/faulty.js');
+  const fs = new MemoryFs();
+  const open = (on: import('../lib/fs/types.js').FileSystem = fs) => openRaftNode('/n', { fs: on, clock: new ManualClock(), segmentBytes: 4096 });
+  const syncsSince = (from: number): number => (fs.trace ?? []).slice(from).filter((e) => e.kind === 'datasync' || e.kind === 'sync' || e.kind === 'syncDir').length;
+  const first = await open();
+  for (const id of ['a', 'b', 'c']) await appendBlank(await first.openGroup(id), 1);
+  await first.close();
+  assert.notEqual(await fs.stat('/n/CLEAN'), null, 'a clean close leaves the mark');
+
+  let from = fs.trace?.length ?? 0;
+  const second = await open();
+  assert.equal(syncsSince(from), 0, 'an open after a clean close syncs nothing');
+  assert.equal(await fs.stat('/n/CLEAN'), null, 'the open consumed the mark');
+  for (const id of ['a', 'b', 'c']) assert.equal((await (await second.openGroup(id)).log.tryGetLogEntries(1, 2)).length, 1);
+  await appendBlank(await second.openGroup('a'), 2);
+  await second.close();
+
+  // A session whose log write fails (the log poisoned) closes without the mark.
+  const faulty = new FaultyFs(fs);
+  const third = await open(faulty);
+  faulty.fail({ kind: 'datasync', path: '*.seg' });
+  await assert.rejects(appendBlank(await third.openGroup('b'), 2));
+  await third.close();
+  assert.equal(await fs.stat('/n/CLEAN'), null, 'a poisoned session leaves no mark');
+  from = fs.trace?.length ?? 0;
+  const fourth = await open();
+  assert.ok(syncsSince(from) >= 9, `an open with no mark syncs what it reads (${syncsSince(from)} syncs)`);
+  await fourth.close();
+
+  // A node whose mark is gone (an older version's close, or a lost creation) opens syncing.
+  await fs.unlink('/n/CLEAN');
+  from = fs.trace?.length ?? 0;
+  await (await open()).close();
+  assert.ok(syncsSince(from) >= 9, 'no mark: the open syncs');
+});

@@ -20,6 +20,13 @@ import { decodeUtf8Exact } from '../text.js';
 
 /** The node's lock file (try-locked for the node's lifetime). */
 export const NODE_LOCK = 'LOCK';
+/**
+ * The mark of a clean close: created (empty) by a node's close after every group and the payload
+ * store closed with no failure, so after every sync of that close; unlinked by the next open
+ * before it reads or writes anything else. Its presence tells that open that every file of the
+ * node is durable (docs/raft-store.md, "Clean close").
+ */
+export const CLEAN_MARK = 'CLEAN';
 /** The node's payload store directory. */
 export const PAYLOADS_DIR = 'payloads';
 /** The directory holding one directory per group. */

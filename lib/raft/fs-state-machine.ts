@@ -65,6 +65,8 @@ export interface FsStateMachineOptions<P extends StateMachinePlugin<unknown>> {
   inlineSyncBelowMs?: number;
   /** The caller holds a lock excluding every other opener (the node's LOCK): the journal takes none. */
   ownerLocked?: boolean;
+  /** Every file under `dir` is durable (the node's clean close was recorded): the journal's open syncs nothing it read. */
+  knownDurable?: boolean;
 }
 
 /** Opens (recovers) the state machine stored under `options.dir`. */
@@ -134,6 +136,7 @@ export async function openFsStateMachine<P extends StateMachinePlugin<unknown>>(
     maxRecordBytes: options.maxRecordBytes,
     ...(options.inlineSyncBelowMs !== undefined ? { inlineSyncBelowMs: options.inlineSyncBelowMs } : {}),
     ...(options.ownerLocked === true ? { ownerLocked: true } : {}),
+    ...(options.knownDurable === true ? { knownDurable: true } : {}),
   } as SegmentedLogOptions);
   try {
     // The journal drops entries only once a snapshot holding them is durable (a build, an install,
