@@ -44,6 +44,19 @@ export const SM_DIR = 'sm';
 export const JOURNAL_DIR = 'journal';
 export const SNAPSHOTS_DIR = 'snapshots';
 
+/**
+ * Slot sizes of a group's small files. The vote, committed and purged cells are made with 256-byte
+ * slots (the whole cell is one 512-byte sector; a vote or a log id takes well under the 228 bytes
+ * a slot holds) and grow, doubling, up to 4096 (the slot size of the groups an earlier version
+ * made: read as they are). The two logs' manifests start at 512 bytes (28 segments) and grow to
+ * 8192 (segments/manifest.ts).
+ */
+export const GROUP_CELL_SLOT_BYTES = 256;
+export const GROUP_CELL_MAX_SLOT_BYTES = 4096;
+export const GROUP_MANIFEST_SLOT_BYTES = 512;
+/** The cell options of a group's cells (GrowingSlots, cells/cell.ts). */
+export const GROUP_CELL_OPTIONS = { slotBytes: GROUP_CELL_SLOT_BYTES, growTo: GROUP_CELL_MAX_SLOT_BYTES } as const;
+
 /** The largest group id, in UTF-8 bytes. */
 export const MAX_GROUP_ID_BYTES = 512;
 

@@ -28,7 +28,7 @@ import { openSegmentedLog } from '../../segments/index.js';
 import { SeglogError, closed, corrupt, fromIo, invalid, poisoned } from '../errors.js';
 import type { FileHandle, FileSystem } from '../fs/types.js';
 import { decodeEntry, encodeEntry } from './codec.js';
-import { parseSnapshotFileName, parseSnapshotTempName, snapshotFileName, snapshotTempName } from './fs-layout.js';
+import { GROUP_MANIFEST_SLOT_BYTES, parseSnapshotFileName, parseSnapshotTempName, snapshotFileName, snapshotTempName } from './fs-layout.js';
 import type { PluginReply, StateMachinePlugin, StateMachinePluginFactory } from './plugin.js';
 import { BufferedFileWriter, FileStream, FsSnapshotSink } from './snapshot-files.js';
 import { newPlugin, restoreSnapshot, snapshotIdFor, writeSnapshotStream } from './snapshot-format.js';
@@ -137,6 +137,7 @@ export async function openFsStateMachine<P extends StateMachinePlugin<unknown>>(
     ...(options.inlineSyncBelowMs !== undefined ? { inlineSyncBelowMs: options.inlineSyncBelowMs } : {}),
     ...(options.ownerLocked === true ? { ownerLocked: true } : {}),
     ...(options.knownDurable === true ? { knownDurable: true } : {}),
+    ...(options.ownerLocked === true ? { manifestSlotBytes: GROUP_MANIFEST_SLOT_BYTES } : {}),
   } as SegmentedLogOptions);
   try {
     // The journal drops entries only once a snapshot holding them is durable (a build, an install,

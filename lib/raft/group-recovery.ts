@@ -17,12 +17,12 @@
 // - a failed open closes whatever it opened and takes its names out of the index again.
 
 import * as path from 'node:path';
-import { openOwnedCell, type Cell } from '../../cells/index.js';
+import { openOwnedCell, type Cell, type CellOptions } from '../../cells/index.js';
 import { openSegmentedLog, type SegmentedLog, type SegmentedLogOptions } from '../../segments/index.js';
 import { corrupt } from '../errors.js';
 import type { FsPayloadStore } from '../payloads/index.js';
 import { decodeEntry, decodeEntryLogId, decodeOptionalLogId, decodeVote } from './codec.js';
-import { COMMITTED_CELL, JOURNAL_DIR, LOG_DIR, PURGED_CELL, SM_DIR, VOTE_CELL } from './fs-layout.js';
+import { COMMITTED_CELL, GROUP_CELL_OPTIONS, GROUP_MANIFEST_SLOT_BYTES, JOURNAL_DIR, LOG_DIR, PURGED_CELL, SM_DIR, VOTE_CELL } from './fs-layout.js';
 import { GROUP_DEFINING_FILES, NO_VOTE } from './group-create.js';
 import { ownEntry } from '../fs/own-entry.js';
 import type { FileSystem } from '../fs/types.js';
@@ -111,7 +111,7 @@ interface Opened<P extends StateMachinePlugin<unknown>> {
 interface Recovering<P extends StateMachinePlugin<unknown>> {
   s: NodeSettings<P>;
   /** The cell options of the group's cells (KnownDurable when the node's files are). */
-  cells: { fs: NodeSettings<P>['fs']; knownDurable?: boolean };
+  cells: CellOptions;
   knownDurable: boolean;
   id: string;
   groupDir: string;
@@ -124,7 +124,7 @@ export async function recoverGroup<P extends StateMachinePlugin<unknown>>(node: 
   const opened: Opened<P> = { cells: [], log: null, sm: null, names: new GroupNames() };
   try {
     await checkDefiningFiles(s.fs, id, groupDir);
-    const g: Recovering<P> = { s, cells: { fs: s.fs, ...(node.knownDurable ? { knownDurable: true } : {}) }, knownDurable: node.knownDurable, id, groupDir, opened };
+    const g: Recovering<P> = { s, cells: { fs: s.fs, ...GROUP_CELL_OPTIONS, ...(node.knownDurable ? { knownDurable: true } : {}) }, knownDurable: node.knownDurable, id, groupDir, opened };
     const { voteCell, committedCell, vote, committed } = await readVoteAndCommitted(g);
     const logState = await readLogState(g);
     const log = logState.log;
@@ -235,6 +235,7 @@ async function readLogState<P extends StateMachinePlugin<unknown>>(
     // The node's LOCK excludes every other opener (node.ts): the log takes no lock of its own.
     ownerLocked: true,
     knownDurable: g.knownDurable,
+    manifestSlotBytes: GROUP_MANIFEST_SLOT_BYTES,
   } as SegmentedLogOptions);
   opened.log = log;
   const finishedPurge = await finishPurge(id, log, purged);

@@ -34,13 +34,21 @@ export interface RaftCrashEnv {
   dir: string;
   tag: string;
   mistakes?: RaftMistakes;
+  /** The group logs' segment size, when a workload needs another than NODE_OPTIONS'. */
+  segmentBytes?: number;
 }
 
 const standalone: RaftCrashEnv = { dir: RAFT_CRASH_NODE, tag: '' };
 
 /** Opens a workload's node on `fs` (a fresh manual clock: the payload grace never expires). */
 export function openCrashNode(fs: FileSystem, env: RaftCrashEnv = standalone): Promise<RaftNode<KvPlugin>> {
-  return openRaftNode(env.dir, { fs, clock: new ManualClock(), ...NODE_OPTIONS, ...(env.mistakes === undefined ? {} : { mistakes: env.mistakes }) });
+  return openRaftNode(env.dir, {
+    fs,
+    clock: new ManualClock(),
+    ...NODE_OPTIONS,
+    ...(env.segmentBytes === undefined ? {} : { segmentBytes: env.segmentBytes }),
+    ...(env.mistakes === undefined ? {} : { mistakes: env.mistakes }),
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -610,8 +618,8 @@ async function runAll(context: WorkloadContext): Promise<WorkloadRun> {
   if (context.plant !== null && mistakes === undefined) throw new RangeError(`raft workload: no plant '${context.plant}'`);
   // The reference checkpoint's workload imports this module: loaded when run, not at load.
   const { referencesWorkload } = await import('./raft-references.js');
-  const { cleanCloseWorkload } = await import('./raft-clean.js');
-  const all = [...raftCrashWorkloads, referencesWorkload, cleanCloseWorkload];
+  const { cleanCloseWorkload, manifestGrowthWorkload } = await import('./raft-clean.js');
+  const all = [...raftCrashWorkloads, referencesWorkload, cleanCloseWorkload, manifestGrowthWorkload];
   // With a plant, only the workload that exercises it runs (so that the state budget reaches it).
   const chosen = context.plant === null ? all : all.filter((w) => w.name === PLANT_WORKLOAD[context.plant as string]);
   const envs = chosen.map((w) => ({ w, env: { dir: `/data/raft-${w.name.replace(/[^a-z0-9]+/gi, '-')}`, tag: `${w.name}:` } as RaftCrashEnv }));
@@ -642,7 +650,7 @@ async function runAll(context: WorkloadContext): Promise<WorkloadRun> {
 export const workload: CrashWorkload = {
   name: 'raft',
   description:
-    'raft store: appends (batched, large, naming a payload, in flight together), truncate, purge, saveVote + saveCommitted behind appends in flight, installSnapshot + apply + build, the payload reference checkpoint across truncations and a purge, the clean-close mark across a kill',
+    'raft store: appends (batched, large, naming a payload, in flight together), truncate, purge, saveVote + saveCommitted behind appends in flight, installSnapshot + apply + build, the payload reference checkpoint across truncations and a purge, the clean-close mark across a kill, a group manifest growing',
   plants: {
     'flush-before-sync': 'append calls onFlushed when its entries are staged, before the sync that covers them',
     'vote-not-barrier': 'saveVote writes the vote cell without waiting for earlier appends to be durable',
