@@ -415,11 +415,17 @@ export async function openOwnedCell(cellPath: string, options: CellOptions = {})
     return new OwnedCell(fs, cellPath, created, growTo, null);
   }
   try {
-    // With GrowingSlots the file's length names its slot size (read whole up to the largest).
-    const read = await readWhole(handle, growTo);
-    const slotBytes = (options as GrowingSlots).growTo === undefined ? created : slotBytesOfLength(read.size, created, growTo);
+    // With GrowingSlots the file's length names its slot size: read with the size it was made
+    // with (one read, a small buffer, for a file that never grew); a longer file is read again
+    // whole with the size its length names.
+    let read = await readWhole(handle, created);
+    let slotBytes = created;
+    if ((options as GrowingSlots).growTo !== undefined && read.size !== 2 * created) {
+      slotBytes = slotBytesOfLength(read.size, created, growTo);
+      if (slotBytes !== created) read = await readWhole(handle, slotBytes);
+    }
     const { bytes, size } = read;
-    const state = decodeCell(bytes.length > 2 * slotBytes ? bytes.subarray(0, 2 * slotBytes) : bytes, size, slotBytes, cellPath);
+    const state = decodeCell(bytes, size, slotBytes, cellPath);
     // As in openCell: what was read may be in the page cache only; make it durable first
     // (unless the owner knows it is: KnownDurable).
     if (!knownDurable(options)) {
