@@ -75,6 +75,57 @@ export interface CellMistakes {
   skipDirSync?: boolean;
 }
 
+/**
+ * For an owner that knows the file, its directory entry and everything in it are durable already
+ * (a Raft node that finds the mark of its own clean close, taken after every sync of that close):
+ * open then skips the sync of what it read, which is only needed when an earlier process may have
+ * been killed between a write and its sync. Not exported from the package.
+ * @internal
+ */
+export interface KnownDurable {
+  knownDurable?: boolean;
+}
+
+function knownDurable(options: CellOptions): boolean {
+  return (options as KnownDurable).knownDurable === true;
+}
+
+/**
+ * For an owned cell (openOwnedCell) whose values may outgrow the slot size it starts with: a new
+ * file is made with `slotBytes`; an existing file is read with the slot size its length says
+ * (two slots of a size a cell can have, at most `growTo`; any other length is judged with
+ * `slotBytes`, and decodes as damage); a write whose value does not fit the file's slots
+ * replaces the file whole with one of the smallest slot size, doubling from the current one up
+ * to `growTo`, that holds it (through the synced temporary file of a first write, renamed into
+ * place, the directory synced: a crash leaves the old file or the new one, each a whole cell).
+ * Not exported from the package.
+ * @internal
+ */
+export interface GrowingSlots {
+  growTo?: number;
+}
+
+function growToOf(options: CellOptions, slotBytes: number): number {
+  const growTo = (options as GrowingSlots).growTo;
+  if (growTo === undefined) return slotBytes;
+  const problem = slotBytesProblem(growTo);
+  if (problem !== null || growTo < slotBytes) throw invalid(problem ?? `growTo (${growTo}) is below slotBytes (${slotBytes})`);
+  return growTo;
+}
+
+/** The slot size of a file whose first bytes (up to 2 × growTo + 1) read `n` bytes long. */
+function slotBytesOfLength(n: number, slotBytes: number, growTo: number): number {
+  if (n % 2 !== 0) return slotBytes;
+  const half = n / 2;
+  return half <= growTo && slotBytesProblem(half) === null ? half : slotBytes;
+}
+
+/** The smallest slot size from `slotBytes` doubling up to `growTo` whose cell holds `length` bytes, or null. */
+function grownSlotBytes(slotBytes: number, growTo: number, length: number): number | null {
+  for (let s = slotBytes; s <= growTo; s *= 2) if (cellValueCapacity(s) >= length) return s;
+  return cellValueCapacity(growTo) >= length ? growTo : null;
+}
+
 /** The temporary file a cell's first value is written to before it is renamed into place. */
 export function cellTempPath(cellPath: string): string {
   return `${cellPath}.tmp`;
@@ -171,9 +222,12 @@ export async function openCell(cellPath: string, options: CellOptions = {}): Pro
       const state = decodeCell(bytes, size, slotBytes, cellPath);
       // What we just read may not be durable yet: a process killed after a write and before its
       // fdatasync, or after the creating rename and before the directory sync, leaves it in the
-      // page cache only. Make it durable before anyone acts on it (or writes the other slot).
-      await handle.datasync();
-      await fs.syncDir(path.dirname(cellPath));
+      // page cache only. Make it durable before anyone acts on it (or writes the other slot),
+      // unless the owner knows it is (KnownDurable).
+      if (!knownDurable(options)) {
+        await handle.datasync();
+        await fs.syncDir(path.dirname(cellPath));
+      }
       return new FileCell(fs, cellPath, slotBytes, handle, state, mistakes);
     } catch (err) {
       await handle.close().catch(() => undefined);
@@ -350,22 +404,35 @@ async function openExisting(fs: FileSystem, cellPath: string): Promise<FileHandl
  * @internal
  */
 export async function openOwnedCell(cellPath: string, options: CellOptions = {}): Promise<Cell> {
-  const slotBytes = checkOptions(cellPath, options);
+  const created = checkOptions(cellPath, options);
+  const growTo = growToOf(options, created);
   const fs = options.fs ?? realFs;
   const handle = await openExisting(fs, cellPath);
   if (handle === null) {
     if ((await fs.stat(path.dirname(cellPath)).catch(() => null))?.isDirectory !== true) {
       throw notFound(`directory of cell ${cellPath} does not exist`, { path: path.dirname(cellPath) });
     }
-    return new OwnedCell(fs, cellPath, slotBytes, null);
+    return new OwnedCell(fs, cellPath, created, growTo, null);
   }
   try {
-    const { bytes, size } = await readWhole(handle, slotBytes);
+    // With GrowingSlots the file's length names its slot size: read with the size it was made
+    // with (one read, a small buffer, for a file that never grew); a longer file is read again
+    // whole with the size its length names.
+    let read = await readWhole(handle, created);
+    let slotBytes = created;
+    if ((options as GrowingSlots).growTo !== undefined && read.size !== 2 * created) {
+      slotBytes = slotBytesOfLength(read.size, created, growTo);
+      if (slotBytes !== created) read = await readWhole(handle, slotBytes);
+    }
+    const { bytes, size } = read;
     const state = decodeCell(bytes, size, slotBytes, cellPath);
-    // As in openCell: what was read may be in the page cache only; make it durable first.
-    await handle.datasync();
-    await fs.syncDir(path.dirname(cellPath));
-    return new OwnedCell(fs, cellPath, slotBytes, state);
+    // As in openCell: what was read may be in the page cache only; make it durable first
+    // (unless the owner knows it is: KnownDurable).
+    if (!knownDurable(options)) {
+      await handle.datasync();
+      await fs.syncDir(path.dirname(cellPath));
+    }
+    return new OwnedCell(fs, cellPath, slotBytes, growTo, state);
   } catch (err) {
     throw fromIo(err, 'read cell', cellPath);
   } finally {
@@ -376,18 +443,21 @@ export async function openOwnedCell(cellPath: string, options: CellOptions = {})
 class OwnedCell implements Cell {
   readonly #fs: FileSystem;
   readonly #path: string;
-  readonly #slotBytes: number;
+  /** The slot size of the file (it grows with GrowingSlots, up to #growTo). */
+  #slotBytes: number;
+  readonly #growTo: number;
   readonly #capacity: number;
   #state: CellState | null;
   readonly #ops = new SerialOps();
   #closing: Promise<void> | null = null;
   #poison: SeglogError | null = null;
 
-  constructor(fs: FileSystem, cellPath: string, slotBytes: number, state: CellState | null) {
+  constructor(fs: FileSystem, cellPath: string, slotBytes: number, growTo: number, state: CellState | null) {
     this.#fs = fs;
     this.#path = cellPath;
     this.#slotBytes = slotBytes;
-    this.#capacity = cellValueCapacity(slotBytes);
+    this.#growTo = growTo;
+    this.#capacity = cellValueCapacity(growTo);
     this.#state = state;
   }
 
@@ -408,7 +478,14 @@ class OwnedCell implements Cell {
     return this.#ops.run(async () => {
       if (this.#poison !== null) throw poisoned(`cell ${this.#path}`, this.#poison);
       try {
-        this.#state = await writeCellFile(this.#fs, this.#path, this.#slotBytes, this.#state, copy);
+        if (copy.length > cellValueCapacity(this.#slotBytes)) {
+          // GrowingSlots: the file replaced whole by one of larger slots (a first write's protocol).
+          const grown = grownSlotBytes(this.#slotBytes, this.#growTo, copy.length) as number;
+          this.#state = await writeCellFile(this.#fs, this.#path, grown, null, copy);
+          this.#slotBytes = grown;
+        } else {
+          this.#state = await writeCellFile(this.#fs, this.#path, this.#slotBytes, this.#state, copy);
+        }
       } catch (err) {
         const error = fromIo(err, 'write cell', this.#path);
         this.#poison = error;
@@ -470,6 +547,16 @@ export async function readCellFile(fs: FileSystem, file: string, slotBytes: numb
 /** The value of the cell file `file`, read lock-free (see `readCellFile`); null when it does not exist. */
 export async function peekCell(fs: FileSystem, file: string, slotBytes: number = DEFAULT_SLOT_BYTES): Promise<Uint8Array | null> {
   return (await readCellFile(fs, file, slotBytes))?.live.value ?? null;
+}
+
+/**
+ * `peekCell` of an owned cell with GrowingSlots (created with `slotBytes`, grown up to `growTo`):
+ * read with the slot size the file's length names. @internal
+ */
+export async function peekGrowingCell(fs: FileSystem, file: string, slotBytes: number, growTo: number): Promise<Uint8Array | null> {
+  const st = await fs.stat(file).catch((err: unknown) => Promise.reject(fromIo(err, 'stat cell', file)));
+  if (st === null) return null;
+  return peekCell(fs, file, slotBytesOfLength(st.size, slotBytes, growTo));
 }
 
 /**

@@ -61,7 +61,7 @@ export async function openSegmentedLog(dir: string, options: SegmentedLogOptions
   const lock = config.ownerLocked ? null : await lockDirectory(fs, dir, LOCK_NAME);
   let cell: ManifestCell | null = null;
   try {
-    cell = await openManifestCell(path.join(dir, MANIFEST_NAME), fs, config.ownerLocked);
+    cell = await openManifestCell(path.join(dir, MANIFEST_NAME), fs, config.ownerLocked, config.knownDurable, config.manifestSlotBytes);
     const log = new Log(dir, config, lock, cell);
     try {
       await log.recover(config.firstIndex, created);

@@ -5,7 +5,7 @@
 // The encoding of the value itself is in format.ts.
 
 import type { FileSystem } from '../lib/fs/types.js';
-import { cellValueCapacity, openCell, openOwnedCell } from '../cells/index.js';
+import { cellValueCapacity, openCell, openOwnedCell, peekGrowingCell, type CellOptions, type GrowingSlots, type KnownDurable } from '../cells/index.js';
 
 /** The cell operations the log needs (the shape of `openCell`'s Cell). */
 export interface ManifestCell {
@@ -25,7 +25,24 @@ export const MANIFEST_SLOT_BYTES = 8192;
 /** Most bytes a manifest value may take. */
 export const MANIFEST_CAPACITY = cellValueCapacity(MANIFEST_SLOT_BYTES);
 
-/** The manifest cell; `owned`: the log's owner holds a lock excluding every other handle (no cell lock). */
-export function openManifestCell(path: string, fs: FileSystem, owned = false): Promise<ManifestCell> {
-  return (owned ? openOwnedCell : openCell)(path, { fs, slotBytes: MANIFEST_SLOT_BYTES });
+/**
+ * The manifest cell. `owned`: the log's owner holds a lock excluding every other handle (no cell
+ * lock); its manifest then starts with slots of `firstSlotBytes` and grows, doubling, up to
+ * MANIFEST_SLOT_BYTES as the log gains segments (GrowingSlots, cells/cell.ts: a small log's
+ * manifest is a small file; an existing file is read with the slot size its length names).
+ * `knownDurable`: its file is durable (no sync at open).
+ */
+export function openManifestCell(path: string, fs: FileSystem, owned = false, knownDurable = false, firstSlotBytes = MANIFEST_SLOT_BYTES): Promise<ManifestCell> {
+  const durable = knownDurable ? { knownDurable: true } : {};
+  if (!owned) return openCell(path, { fs, slotBytes: MANIFEST_SLOT_BYTES, ...durable });
+  const options: CellOptions & GrowingSlots & KnownDurable = { fs, slotBytes: firstSlotBytes, growTo: MANIFEST_SLOT_BYTES, ...durable };
+  return openOwnedCell(path, options);
 }
+
+/** The value of an owned log's manifest file (any slot size it grew through), without opening the log. */
+export function peekManifest(path: string, fs: FileSystem): Promise<Uint8Array | null> {
+  return peekGrowingCell(fs, path, MIN_MANIFEST_SLOT_BYTES, MANIFEST_SLOT_BYTES);
+}
+
+/** The smallest first slot size of an owned log's manifest (one 512-byte unit: 28 segments). */
+export const MIN_MANIFEST_SLOT_BYTES = 512;

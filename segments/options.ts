@@ -11,6 +11,7 @@ import { realFs } from '../lib/fs/real.js';
 import { FdCache, defaultFdCache } from './fd-cache.js';
 import { mistakesOf, type SegmentMistakes } from './mistakes.js';
 import { parseSyncPolicy, type SyncPolicy } from './sync-policy.js';
+import { MANIFEST_SLOT_BYTES } from './manifest.js';
 
 export interface SegmentedLogOptions {
   /** The file-system layer (default: the real one). */
@@ -58,9 +59,23 @@ export interface SegmentTuning {
  */
 export interface OwnerLocked {
   ownerLocked?: boolean;
+  /**
+   * The owner knows every file of the log is durable (the mark of its own clean close, taken after
+   * every sync of that close, and nothing written since): open skips the syncs of what it read
+   * (the manifest cell and its directory, the last segment's valid prefix). A torn tail it finds
+   * is still cut and synced.
+   */
+  knownDurable?: boolean;
+  /**
+   * The slot size a new log's manifest starts with (512 … 8192, a power of two times 512; default
+   * 8192): it grows as the log gains segments (manifest.ts). Only with `ownerLocked`.
+   */
+  manifestSlotBytes?: number;
 }
 
 const MiB = 1 << 20;
+/** The first slot sizes a growing manifest may start with (each doubling reaches MANIFEST_SLOT_BYTES). */
+const MANIFEST_FIRST_SLOTS: readonly number[] = [512, 1024, 2048, 4096, MANIFEST_SLOT_BYTES];
 export const DEFAULT_SEGMENT_BYTES = 64 * MiB;
 export const DEFAULT_MAX_RECORD_BYTES = 64 * MiB;
 const MIN_SEGMENT_BYTES = 64;
@@ -79,6 +94,10 @@ export interface LogConfig {
   readonly recycle: boolean;
   /** The owner's lock excludes every other opener (OwnerLocked): no LOCK file, no manifest descriptor. */
   readonly ownerLocked: boolean;
+  /** Every file of the log is durable already (OwnerLocked.knownDurable): open syncs nothing it read. */
+  readonly knownDurable: boolean;
+  /** The first slot size of a new owned log's manifest (OwnerLocked.manifestSlotBytes). */
+  readonly manifestSlotBytes: number;
   readonly mistakes: SegmentMistakes;
 }
 
@@ -106,5 +125,8 @@ export function parseLogOptions(dir: string, options: SegmentedLogOptions): LogC
   const tuning = (options as { tuning?: SegmentTuning }).tuning ?? {};
   const recycle = tuning.recycle === undefined ? true : tuning.recycle === true;
   const ownerLocked = (options as OwnerLocked).ownerLocked === true;
-  return { fs, fdCache, segmentBytes, maxRecordBytes, firstIndex, policy, inlineBelowMs, recycle, ownerLocked, mistakes: mistakesOf(options) };
+  const knownDurable = ownerLocked && (options as OwnerLocked).knownDurable === true;
+  const manifestSlotBytes = ownerLocked ? ((options as OwnerLocked).manifestSlotBytes ?? MANIFEST_SLOT_BYTES) : MANIFEST_SLOT_BYTES;
+  if (!MANIFEST_FIRST_SLOTS.includes(manifestSlotBytes)) throw invalid(`manifestSlotBytes must be one of ${MANIFEST_FIRST_SLOTS.join(', ')}`);
+  return { fs, fdCache, segmentBytes, maxRecordBytes, firstIndex, policy, inlineBelowMs, recycle, ownerLocked, knownDurable, manifestSlotBytes, mistakes: mistakesOf(options) };
 }

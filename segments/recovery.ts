@@ -226,13 +226,16 @@ export async function recoverTail(r: RecoveryRooms, seg: Segment): Promise<void>
     s.stats.recoveryScanBytes = result.endOffset - start;
     assert(seg.tableEnd <= size && (seg.count === 0 || seg.frameStart(0) === HEADER_BYTES), 'the recovered frames run from the header to the valid end');
     assert(idx === null || seg.tableEnd >= idx.endOffset, 'recovery never cuts below the durable floor');
-    await cutTornTail(handle, seg, result.endOffset, size);
+    const cut = await cutTornTail(handle, seg, result.endOffset, size);
     // The valid prefix may be in the page cache only (the last process was killed before its
-    // sync). The next roll would seal it, so it is made durable now, with the cut.
-    try {
-      await handle.datasync();
-    } catch (err) {
-      throw fromIo(err, 'sync', seg.segPath);
+    // sync). The next roll would seal it, so it is made durable now, with the cut — unless the
+    // owner knows the file is durable and nothing was cut (LogConfig.knownDurable).
+    if (cut || !s.knownDurable) {
+      try {
+        await handle.datasync();
+      } catch (err) {
+        throw fromIo(err, 'sync', seg.segPath);
+      }
     }
     r.syncer.adoptActive(seg);
   } finally {
@@ -280,18 +283,19 @@ function firstFrameEndingPast(idx: IndexTable, size: number): number {
 /**
  * Whatever follows the valid prefix is a torn tail: never acknowledged. Zeros (preallocated
  * space) are harmless and kept; anything else is cut before any new append, so that stale frames
- * can never line up behind a new one.
+ * can never line up behind a new one. Answers whether it cut.
  */
-async function cutTornTail(handle: FileHandle, seg: Segment, validEnd: number, size: number): Promise<void> {
-  if (size <= validEnd) return;
+async function cutTornTail(handle: FileHandle, seg: Segment, validEnd: number, size: number): Promise<boolean> {
+  if (size <= validEnd) return false;
   const zero = size - validEnd <= MAX_ZERO_CHECK && (await isZeroRange(handle, validEnd, size));
-  if (zero) return;
+  if (zero) return false;
   try {
     await handle.truncate(validEnd);
   } catch (err) {
     throw fromIo(err, 'cut torn tail of', seg.segPath);
   }
   seg.allocated = validEnd;
+  return true;
 }
 
 /** True when `file` is a segment created after manifest generation `generation` with a valid first record. */

@@ -26,6 +26,8 @@ export class LogState {
   readonly maxRecordBytes: number;
   readonly schedule: SyncSchedule;
   readonly recycle: boolean;
+  /** Every file of the log was durable at open (LogConfig.knownDurable): recovery syncs nothing it read. */
+  readonly knownDurable: boolean;
   /** Test-only planted mistakes (mistakes.ts); empty in every real use. */
   readonly mistakes: SegmentMistakes;
   readonly cell: ManifestCell;
@@ -71,6 +73,7 @@ export class LogState {
     this.maxRecordBytes = config.maxRecordBytes;
     this.schedule = new SyncSchedule(config.policy);
     this.recycle = config.recycle;
+    this.knownDurable = config.knownDurable;
     this.mistakes = config.mistakes;
     this.cell = cell;
     this.owner = owner;

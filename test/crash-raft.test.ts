@@ -1,6 +1,7 @@
 // Crash tests of the file-system Raft store through the recording layer (MemoryFs + lib/crash):
 // append, truncate, purge, saveVote + saveCommitted, installSnapshot (lib/crash/workloads/raft.ts),
-// and the payload reference checkpoint across truncations and a purge (raft-references.ts).
+// the payload reference checkpoint across truncations and a purge (raft-references.ts), and the
+// node's clean-close mark across a kill and a group manifest's growth (raft-clean.ts).
 // Every crash state the engine builds must open, and show every acknowledged entry, vote,
 // committed id, purge and install, and nothing no prefix of the calls makes. Prints the number of
 // states each workload checked. Then each planted ordering mistake must be caught.
@@ -10,8 +11,9 @@ import assert from 'node:assert/strict';
 
 import { PLANT_WORKLOAD, raftCrashWorkloads, raftPlants, runRaftCrashWorkload } from '../lib/crash/workloads/raft.js';
 import { referencesWorkload } from '../lib/crash/workloads/raft-references.js';
+import { cleanCloseWorkload, manifestGrowthWorkload } from '../lib/crash/workloads/raft-clean.js';
 
-for (const w of [...raftCrashWorkloads, referencesWorkload]) {
+for (const w of [...raftCrashWorkloads, referencesWorkload, cleanCloseWorkload, manifestGrowthWorkload]) {
   test(`crash: raft ${w.name}`, async (t) => {
     const run = await runRaftCrashWorkload(w, { maxStates: 4000, maxViolations: 3 });
     const r = run.explore;
@@ -33,7 +35,7 @@ for (const w of [...raftCrashWorkloads, referencesWorkload]) {
 
 for (const [plant, mistakes] of Object.entries(raftPlants)) {
   test(`crash: planted mistake '${plant}' is caught`, async () => {
-    const w = [...raftCrashWorkloads, referencesWorkload].find((x) => x.name === PLANT_WORKLOAD[plant]);
+    const w = [...raftCrashWorkloads, referencesWorkload, cleanCloseWorkload, manifestGrowthWorkload].find((x) => x.name === PLANT_WORKLOAD[plant]);
     assert.ok(w !== undefined);
     const run = await runRaftCrashWorkload(w, { maxStates: 4000, maxViolations: 1 }, mistakes);
     assert.ok(run.explore.violations.length > 0, `${plant}: no violation found in ${run.explore.states} states`);

@@ -221,3 +221,93 @@ test('an owned cell: values survive a reopen, no file before the first write, da
     await assert.rejects(d.write(new Uint8Array([3])), code('POISONED'));
   });
 });
+
+test('a clean close leaves the CLEAN mark; the next open consumes it and syncs nothing it reads; a poisoned session or a lost mark means a syncing open', async () => {
+  const { ManualClock } = await import('../lib/clock.js');
+  const { FaultyFs } = await import('../lib/fs/faulty.js');
+  const fs = new MemoryFs();
+  const open = (on: import('../lib/fs/types.js').FileSystem = fs) => openRaftNode('/n', { fs: on, clock: new ManualClock(), segmentBytes: 4096 });
+  const syncsSince = (from: number): number => (fs.trace ?? []).slice(from).filter((e) => e.kind === 'datasync' || e.kind === 'sync' || e.kind === 'syncDir').length;
+  const first = await open();
+  for (const id of ['a', 'b', 'c']) await appendBlank(await first.openGroup(id), 1);
+  await first.close();
+  assert.notEqual(await fs.stat('/n/CLEAN'), null, 'a clean close leaves the mark');
+
+  let from = fs.trace?.length ?? 0;
+  const second = await open();
+  assert.equal(syncsSince(from), 0, 'an open after a clean close syncs nothing');
+  assert.equal(await fs.stat('/n/CLEAN'), null, 'the open consumed the mark');
+  for (const id of ['a', 'b', 'c']) assert.equal((await (await second.openGroup(id)).log.tryGetLogEntries(1, 2)).length, 1);
+  await appendBlank(await second.openGroup('a'), 2);
+  await second.close();
+
+  // A session whose log write fails (the log poisoned) closes without the mark.
+  const faulty = new FaultyFs(fs);
+  const third = await open(faulty);
+  faulty.fail({ kind: 'datasync', path: '*.seg' });
+  await assert.rejects(appendBlank(await third.openGroup('b'), 2));
+  await third.close();
+  assert.equal(await fs.stat('/n/CLEAN'), null, 'a poisoned session leaves no mark');
+  from = fs.trace?.length ?? 0;
+  const fourth = await open();
+  assert.ok(syncsSince(from) >= 9, `an open with no mark syncs what it reads (${syncsSince(from)} syncs)`);
+  await fourth.close();
+
+  // A node whose mark is gone (an older version's close, or a lost creation) opens syncing.
+  await fs.unlink('/n/CLEAN');
+  from = fs.trace?.length ?? 0;
+  await (await open()).close();
+  assert.ok(syncsSince(from) >= 9, 'no mark: the open syncs');
+});
+
+test('a group is small (one-sector cells, 1 KiB manifests); a manifest grows as its log gains segments; a group of the earlier layout (4 KiB cell slots, 8 KiB manifest slots) opens and works', async () => {
+  const { ManualClock } = await import('../lib/clock.js');
+  const { encodeNewCellFile, peekGrowingCell } = await import('../cells/index.js');
+  const { peekManifest } = await import('../segments/manifest.js');
+  const fs = new MemoryFs({ trace: false });
+  const open = () => openRaftNode('/n', { fs, clock: new ManualClock(), segmentBytes: 256 });
+  const node = await open();
+  const g = await node.openGroup('g');
+  const dir = groupDirectory('/n', 'g');
+  const size = async (rel: string): Promise<number> => (await fs.stat(path.join(dir, rel)))?.size ?? -1;
+  for (const cell of ['vote.cell', 'committed.cell', 'purged.cell']) assert.equal(await size(cell), 512, `${cell}: two 256-byte slots`);
+  assert.equal(await size('log/MANIFEST'), 1024);
+  assert.equal(await size('sm/journal/MANIFEST'), 1024);
+  // One entry per 256-byte segment: 40 segments outgrow the first 512-byte slots (28 segments).
+  const appendBig = (x: RaftGroup<KvPlugin>, index: number): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      x.log.append([{ logId: { leaderId: TERM, index }, payload: { type: 'normal', data: new Uint8Array(180).fill(index) } }], (err) => (err === null ? resolve() : reject(err))).catch(reject);
+    });
+  for (let i = 1; i <= 40; i++) await appendBig(g, i);
+  assert.ok((await size('log/MANIFEST')) >= 2048, `the manifest grew (${await size('log/MANIFEST')} bytes)`);
+  await g.log.saveVote({ leaderId: TERM, committed: true });
+  await node.close();
+  const reopened = await open();
+  const h = await reopened.openGroup('g');
+  assert.equal((await h.log.tryGetLogEntries(1, 100)).length, 40, 'every entry is there after the growth and a reopen');
+  await reopened.close();
+
+  // The earlier layout: the same values in 4096-byte cell slots and 8192-byte manifest slots.
+  const rewrite = async (rel: string, slotBytes: number, value: Uint8Array | null): Promise<void> => {
+    assert.ok(value !== null, rel);
+    const file = path.join(dir, rel);
+    await fs.unlink(file);
+    const fh = await fs.open(file, 'create-exclusive');
+    await fh.write(encodeNewCellFile(slotBytes, value), 0);
+    await fh.datasync();
+    await fh.close();
+  };
+  for (const cell of ['vote.cell', 'committed.cell', 'purged.cell']) await rewrite(cell, 4096, await peekGrowingCell(fs, path.join(dir, cell), 256, 4096));
+  for (const m of ['log/MANIFEST', 'sm/journal/MANIFEST']) await rewrite(m, 8192, await peekManifest(path.join(dir, m), fs));
+  const old = await open();
+  const o = await old.openGroup('g');
+  assert.equal((await o.log.tryGetLogEntries(1, 100)).length, 40);
+  assert.deepEqual((await o.log.readVote())?.leaderId, TERM);
+  await o.log.saveVote({ leaderId: { term: 2, nodeId: 1 }, committed: false });
+  await appendBig(o, 41);
+  await old.close();
+  assert.equal(await size('vote.cell'), 8192, 'an earlier cell keeps its slot size');
+  const last = await open();
+  assert.equal((await last.openGroup('g').then((x) => x.log.readVote()))?.leaderId.term, 2);
+  await last.close();
+});

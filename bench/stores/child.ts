@@ -280,7 +280,9 @@ async function segmentsOpen(dir: string): Promise<RaftOpenResult> {
   const { openSegmentedLog } = await import('../../segments/index.js');
   const rssBeforeBytes = process.memoryUsage.rss();
   const t0 = performance.now();
-  const log = await openSegmentedLog(dir);
+  // A Raft group's log: opened as its node opens it (no LOCK of its own, its growing manifest
+  // read at its size; the node is closed, so this process is its only opener).
+  const log = await openSegmentedLog(dir, { ownerLocked: true } as Parameters<typeof openSegmentedLog>[1]);
   const head = await log.read(log.firstIndex, 1);
   const tail = await log.read(log.endIndex - 1, 1);
   const t1 = performance.now();

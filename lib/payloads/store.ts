@@ -36,7 +36,7 @@ import type { Clock } from '../clock.js';
 import { monotonicClock } from '../clock.js';
 import type { FileHandle, FileSystem } from '../fs/types.js';
 import { realFs } from '../fs/real.js';
-import { openCell, type Cell } from '../../cells/index.js';
+import { openCell, type Cell, type KnownDurable } from '../../cells/index.js';
 import {
   BLOB_HEADER_BYTES,
   BLOBS,
@@ -225,6 +225,8 @@ export async function openPayloadStore(dir: string, options: PayloadStoreOptions
   const clock = options.clock ?? monotonicClock;
   if (typeof clock?.now !== 'function') throw invalid('clock must have now()');
   const fs = options.fs ?? realFs;
+  // An owner that recorded the store's clean close (a Raft node) knows its files are durable.
+  const knownDurable = (options as KnownDurable).knownDurable === true;
 
   try {
     await fs.mkdir(dir);
@@ -234,10 +236,10 @@ export async function openPayloadStore(dir: string, options: PayloadStoreOptions
   const lock = await lockDirectory(fs, dir, LOCK_NAME);
   let cell: Cell | null = null;
   try {
-    const created = await prepareLayout(fs, dir);
+    const created = await prepareLayout(fs, dir, knownDurable);
     await removeTemps(fs, dir, new Set(), true);
     const clockPath = path.join(dir, CLOCK_NAME);
-    cell = await openCell(clockPath, { fs, slotBytes: CLOCK_SLOT_BYTES });
+    cell = await openCell(clockPath, { fs, slotBytes: CLOCK_SLOT_BYTES, ...(knownDurable ? { knownDurable: true } : {}) });
     const stored = await cell.read();
     if (stored === null) throw corrupt(`store clock ${clockPath} is missing`, { path: clockPath });
     const base = decodeStoreTime(stored, clockPath);
@@ -254,7 +256,7 @@ export async function openPayloadStore(dir: string, options: PayloadStoreOptions
  * Creation order: sub-directories, the CLOCK cell (value 0), then FORMAT, each made durable
  * before the next; FORMAT is the commit point, so a store without it holds no payload yet.
  */
-async function prepareLayout(fs: FileSystem, dir: string): Promise<boolean> {
+async function prepareLayout(fs: FileSystem, dir: string, knownDurable: boolean): Promise<boolean> {
   const formatPath = path.join(dir, FORMAT_NAME);
   let format: FileHandle | null = null;
   try {
@@ -275,8 +277,9 @@ async function prepareLayout(fs: FileSystem, dir: string): Promise<boolean> {
       const st = await ownEntry(fs, path.join(dir, sub), 'payload store directory');
       if (st === null || !st.isDirectory) throw corrupt(`payload store ${dir} has no ${sub}/ directory`, { path: path.join(dir, sub) });
     }
-    // An earlier process may have died before syncing what we just read: make it durable.
-    await fs.syncDir(dir);
+    // An earlier process may have died before syncing what we just read: make it durable
+    // (unless the owner knows it is: KnownDurable).
+    if (!knownDurable) await fs.syncDir(dir);
     return false;
   }
   // No marker: a new store, or a creation that did not finish. Either way no payload was ever
@@ -407,6 +410,7 @@ export class FsPayloadStore implements PayloadStore {
   readonly #active = new Set<Promise<unknown>>();
   #gcTail: Promise<unknown> = Promise.resolve();
   #poison: unknown = null;
+  #closedClean = false;
   #closing: Promise<void> | null = null;
   /** True when this open created the store. */
   readonly created: boolean;
@@ -896,6 +900,14 @@ export class FsPayloadStore implements PayloadStore {
    * Refuses new calls, waits for the running ones, ends every open `get` stream (a later `next()` rejects with
    * CLOSED), checkpoints the store time, and releases the directory. Idempotent.
    */
+  /**
+   * True once close() finished with no write or sync failure in the store's life: every file of
+   * it was durable then (an owner may record that, and open with KnownDurable). @internal
+   */
+  get closedClean(): boolean {
+    return this.#closedClean;
+  }
+
   close(): Promise<void> {
     if (this.#closing === null) {
       this.#closing = (async () => {
@@ -903,8 +915,16 @@ export class FsPayloadStore implements PayloadStore {
         // may still add a reader), then every reader is ended.
         while (this.#active.size > 0) await Promise.allSettled([...this.#active]);
         await Promise.allSettled([...this.#readers].map((r) => r.close(true)));
-        if (this.#poison === null) await this.#cell.write(encodeStoreTime(this.storeTime())).catch(() => undefined);
-        await this.#cell.close().catch(() => undefined);
+        let clean = this.#poison === null;
+        if (this.#poison === null) {
+          await this.#cell.write(encodeStoreTime(this.storeTime())).catch(() => {
+            clean = false;
+          });
+        }
+        await this.#cell.close().catch(() => {
+          clean = false;
+        });
+        this.#closedClean = clean;
         await this.#lock.close().catch(() => undefined);
       })();
     }

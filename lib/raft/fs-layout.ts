@@ -20,6 +20,13 @@ import { decodeUtf8Exact } from '../text.js';
 
 /** The node's lock file (try-locked for the node's lifetime). */
 export const NODE_LOCK = 'LOCK';
+/**
+ * The mark of a clean close: created (empty) by a node's close after every group and the payload
+ * store closed with no failure, so after every sync of that close; unlinked by the next open
+ * before it reads or writes anything else. Its presence tells that open that every file of the
+ * node is durable (docs/raft-store.md, "Clean close").
+ */
+export const CLEAN_MARK = 'CLEAN';
 /** The node's payload store directory. */
 export const PAYLOADS_DIR = 'payloads';
 /** The directory holding one directory per group. */
@@ -36,6 +43,19 @@ export const LOG_DIR = 'log';
 export const SM_DIR = 'sm';
 export const JOURNAL_DIR = 'journal';
 export const SNAPSHOTS_DIR = 'snapshots';
+
+/**
+ * Slot sizes of a group's small files. The vote, committed and purged cells are made with 256-byte
+ * slots (the whole cell is one 512-byte sector; a vote or a log id takes well under the 228 bytes
+ * a slot holds) and grow, doubling, up to 4096 (the slot size of the groups an earlier version
+ * made: read as they are). The two logs' manifests start at 512 bytes (28 segments) and grow to
+ * 8192 (segments/manifest.ts).
+ */
+export const GROUP_CELL_SLOT_BYTES = 256;
+export const GROUP_CELL_MAX_SLOT_BYTES = 4096;
+export const GROUP_MANIFEST_SLOT_BYTES = 512;
+/** The cell options of a group's cells (GrowingSlots, cells/cell.ts). */
+export const GROUP_CELL_OPTIONS = { slotBytes: GROUP_CELL_SLOT_BYTES, growTo: GROUP_CELL_MAX_SLOT_BYTES } as const;
 
 /** The largest group id, in UTF-8 bytes. */
 export const MAX_GROUP_ID_BYTES = 512;

@@ -28,7 +28,7 @@ import { openSegmentedLog } from '../../segments/index.js';
 import { SeglogError, closed, corrupt, fromIo, invalid, poisoned } from '../errors.js';
 import type { FileHandle, FileSystem } from '../fs/types.js';
 import { decodeEntry, encodeEntry } from './codec.js';
-import { parseSnapshotFileName, parseSnapshotTempName, snapshotFileName, snapshotTempName } from './fs-layout.js';
+import { GROUP_MANIFEST_SLOT_BYTES, parseSnapshotFileName, parseSnapshotTempName, snapshotFileName, snapshotTempName } from './fs-layout.js';
 import type { PluginReply, StateMachinePlugin, StateMachinePluginFactory } from './plugin.js';
 import { BufferedFileWriter, FileStream, FsSnapshotSink } from './snapshot-files.js';
 import { newPlugin, restoreSnapshot, snapshotIdFor, writeSnapshotStream } from './snapshot-format.js';
@@ -65,6 +65,8 @@ export interface FsStateMachineOptions<P extends StateMachinePlugin<unknown>> {
   inlineSyncBelowMs?: number;
   /** The caller holds a lock excluding every other opener (the node's LOCK): the journal takes none. */
   ownerLocked?: boolean;
+  /** Every file under `dir` is durable (the node's clean close was recorded): the journal's open syncs nothing it read. */
+  knownDurable?: boolean;
 }
 
 /** Opens (recovers) the state machine stored under `options.dir`. */
@@ -134,6 +136,8 @@ export async function openFsStateMachine<P extends StateMachinePlugin<unknown>>(
     maxRecordBytes: options.maxRecordBytes,
     ...(options.inlineSyncBelowMs !== undefined ? { inlineSyncBelowMs: options.inlineSyncBelowMs } : {}),
     ...(options.ownerLocked === true ? { ownerLocked: true } : {}),
+    ...(options.knownDurable === true ? { knownDurable: true } : {}),
+    ...(options.ownerLocked === true ? { manifestSlotBytes: GROUP_MANIFEST_SLOT_BYTES } : {}),
   } as SegmentedLogOptions);
   try {
     // The journal drops entries only once a snapshot holding them is durable (a build, an install,

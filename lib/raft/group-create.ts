@@ -3,20 +3,23 @@
 // Owns: `createGroupDir` and `GROUP_DEFINING_FILES`. Guarantees: a group id never becomes a path
 // as is (the directory is `groups/<sha256(id)>/`, the id in a checksummed GROUP file); the group
 // is built whole under a temporary name — its GROUP file, its three cells holding their "nothing
-// yet" values, its log and its applied journal each with a first manifest — and renamed into
+// yet" values (256-byte slots: fs-layout.ts), its log and its applied journal each with a first
+// manifest (512-byte slots) — and renamed into
 // place, then the groups directory synced: a crash leaves it whole or absent (the node's open
 // removes a temporary leftover, fs-layout.ts names it). So every group directory holds every
 // file of GROUP_DEFINING_FILES from its creation on, and open answers CORRUPT for one missing.
 
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { CELL_DEFAULT_SLOT_BYTES, encodeNewCellFile } from '../../cells/index.js';
+import { encodeNewCellFile } from '../../cells/index.js';
 import { openSegmentedLog, type SegmentedLogOptions } from '../../segments/index.js';
 import { corrupt, fromIo } from '../errors.js';
 import { encodeOptionalLogId } from './codec.js';
 import {
   COMMITTED_CELL,
+  GROUP_CELL_SLOT_BYTES,
   GROUP_FILE,
+  GROUP_MANIFEST_SLOT_BYTES,
   GROUP_TEMP_PREFIX,
   JOURNAL_DIR,
   LOG_DIR,
@@ -68,10 +71,17 @@ export async function createGroupDir<P extends StateMachinePlugin<unknown>>(s: N
     // temporary file of the creation (synced below, then renamed), so the cell's own first-write
     // protocol — a temporary file renamed into place, a directory sync each — is not needed.
     for (const [name, value] of [[VOTE_CELL, NO_VOTE], [COMMITTED_CELL, none], [PURGED_CELL, none]] as const) {
-      await writeFileDurably(fs, path.join(temp, name), encodeNewCellFile(CELL_DEFAULT_SLOT_BYTES, value));
+      await writeFileDurably(fs, path.join(temp, name), encodeNewCellFile(GROUP_CELL_SLOT_BYTES, value));
     }
     for (const [dir, segmentBytes] of [[path.join(temp, LOG_DIR), s.segmentBytes], [path.join(temp, SM_DIR, JOURNAL_DIR), s.journalSegmentBytes]] as const) {
-      const log = await openSegmentedLog(dir, { fs, segmentBytes, fdCache: s.fdCache, maxRecordBytes: s.maxEntryBytes, ownerLocked: true } as SegmentedLogOptions);
+      const log = await openSegmentedLog(dir, {
+        fs,
+        segmentBytes,
+        fdCache: s.fdCache,
+        maxRecordBytes: s.maxEntryBytes,
+        ownerLocked: true,
+        manifestSlotBytes: GROUP_MANIFEST_SLOT_BYTES,
+      } as SegmentedLogOptions);
       await log.close();
     }
     await fs.syncDir(path.join(temp, SM_DIR));

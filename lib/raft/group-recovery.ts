@@ -17,12 +17,12 @@
 // - a failed open closes whatever it opened and takes its names out of the index again.
 
 import * as path from 'node:path';
-import { openOwnedCell, type Cell } from '../../cells/index.js';
+import { openOwnedCell, type Cell, type CellOptions } from '../../cells/index.js';
 import { openSegmentedLog, type SegmentedLog, type SegmentedLogOptions } from '../../segments/index.js';
 import { corrupt } from '../errors.js';
 import type { FsPayloadStore } from '../payloads/index.js';
 import { decodeEntry, decodeEntryLogId, decodeOptionalLogId, decodeVote } from './codec.js';
-import { COMMITTED_CELL, JOURNAL_DIR, LOG_DIR, PURGED_CELL, SM_DIR, VOTE_CELL } from './fs-layout.js';
+import { COMMITTED_CELL, GROUP_CELL_OPTIONS, GROUP_MANIFEST_SLOT_BYTES, JOURNAL_DIR, LOG_DIR, PURGED_CELL, SM_DIR, VOTE_CELL } from './fs-layout.js';
 import { GROUP_DEFINING_FILES, NO_VOTE } from './group-create.js';
 import { ownEntry } from '../fs/own-entry.js';
 import type { FileSystem } from '../fs/types.js';
@@ -95,6 +95,8 @@ export interface NodeParts<P extends StateMachinePlugin<unknown>> {
   /** The node-wide index of digests named by live records. */
   index: PayloadNameIndex;
   pool: RecordPool;
+  /** Every file of the node is durable (the last close was clean, node.ts): open syncs nothing it reads. */
+  knownDurable: boolean;
 }
 
 /** What a group's open has opened so far: closed again when a later step fails. */
@@ -108,6 +110,9 @@ interface Opened<P extends StateMachinePlugin<unknown>> {
 /** What the first three steps of a group's recovery share: the node's settings, the group, and what it has opened so far (closed again if a later step fails). */
 interface Recovering<P extends StateMachinePlugin<unknown>> {
   s: NodeSettings<P>;
+  /** The cell options of the group's cells (KnownDurable when the node's files are). */
+  cells: CellOptions;
+  knownDurable: boolean;
   id: string;
   groupDir: string;
   opened: Opened<P>;
@@ -119,7 +124,7 @@ export async function recoverGroup<P extends StateMachinePlugin<unknown>>(node: 
   const opened: Opened<P> = { cells: [], log: null, sm: null, names: new GroupNames() };
   try {
     await checkDefiningFiles(s.fs, id, groupDir);
-    const g: Recovering<P> = { s, id, groupDir, opened };
+    const g: Recovering<P> = { s, cells: { fs: s.fs, ...GROUP_CELL_OPTIONS, ...(node.knownDurable ? { knownDurable: true } : {}) }, knownDurable: node.knownDurable, id, groupDir, opened };
     const { voteCell, committedCell, vote, committed } = await readVoteAndCommitted(g);
     const logState = await readLogState(g);
     const log = logState.log;
@@ -198,10 +203,10 @@ async function readDefinedCell(cell: Cell, file: string, id: string): Promise<Ui
 async function readVoteAndCommitted<P extends StateMachinePlugin<unknown>>(
   g: Recovering<P>,
 ): Promise<{ voteCell: Cell; committedCell: Cell; vote: Vote | null; committed: LogId | null }> {
-  const { s, id, groupDir, opened } = g;
-  const voteCell = await openOwnedCell(path.join(groupDir, VOTE_CELL), { fs: s.fs });
+  const { id, groupDir, opened } = g;
+  const voteCell = await openOwnedCell(path.join(groupDir, VOTE_CELL), g.cells);
   opened.cells.push(voteCell);
-  const committedCell = await openOwnedCell(path.join(groupDir, COMMITTED_CELL), { fs: s.fs });
+  const committedCell = await openOwnedCell(path.join(groupDir, COMMITTED_CELL), g.cells);
   opened.cells.push(committedCell);
   const voteBytes = await readDefinedCell(voteCell, path.join(groupDir, VOTE_CELL), id);
   const committedBytes = await readDefinedCell(committedCell, path.join(groupDir, COMMITTED_CELL), id);
@@ -218,7 +223,7 @@ async function readLogState<P extends StateMachinePlugin<unknown>>(
   g: Recovering<P>,
 ): Promise<{ purgedCell: Cell; purged: LogId | null; log: SegmentedLog; finishedPurge: boolean; lo: number; lastLogId: LogId | null }> {
   const { s, id, groupDir, opened } = g;
-  const purgedCell = await openOwnedCell(path.join(groupDir, PURGED_CELL), { fs: s.fs });
+  const purgedCell = await openOwnedCell(path.join(groupDir, PURGED_CELL), g.cells);
   opened.cells.push(purgedCell);
   const purged = decodeOptionalLogId(await readDefinedCell(purgedCell, path.join(groupDir, PURGED_CELL), id));
   const log = await openSegmentedLog(path.join(groupDir, LOG_DIR), {
@@ -229,6 +234,8 @@ async function readLogState<P extends StateMachinePlugin<unknown>>(
     inlineSyncBelowMs: s.inlineSyncBelowMs,
     // The node's LOCK excludes every other opener (node.ts): the log takes no lock of its own.
     ownerLocked: true,
+    knownDurable: g.knownDurable,
+    manifestSlotBytes: GROUP_MANIFEST_SLOT_BYTES,
   } as SegmentedLogOptions);
   opened.log = log;
   const finishedPurge = await finishPurge(id, log, purged);
@@ -285,6 +292,7 @@ async function loadStateMachine<P extends StateMachinePlugin<unknown>>(
     maxRecordBytes: s.maxEntryBytes,
     inlineSyncBelowMs: s.inlineSyncBelowMs,
     ownerLocked: true,
+    knownDurable: g.knownDurable,
   });
   opened.sm = sm;
   return { sm, snapshotLastLogId: sm.currentSnapshotMeta()?.lastLogId ?? null };

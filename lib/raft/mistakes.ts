@@ -6,7 +6,8 @@
 // `openRaftNode` as `{ ...options, mistakes }` (not part of RaftNodeOptions), handed to each
 // group's `FsRaftLogStorage`, which holds one object and consults it at four named points, each
 // marked `mistakes.<name>` in fs-log.ts: `append` (flushBeforeSync), `purge`
-// (dropBeforePurgedId), `saveVote` (voteNotBarrier) and `saveCommitted` (committedBeforeLog).
+// (dropBeforePurgedId), `saveVote` (voteNotBarrier) and `saveCommitted` (committedBeforeLog); the node's open consults
+// `keepCleanMark` (node.ts).
 
 /** @internal */
 export interface RaftMistakes {
@@ -20,4 +21,6 @@ export interface RaftMistakes {
   dropBeforePurgedId?: boolean;
   /** Truncate without first lowering the reference checkpoint's coverage to the cut. */
   truncateKeepsCheckpoint?: boolean;
+  /** Leave the clean-close mark in place at open (a later open after a kill trusts what it reads). */
+  keepCleanMark?: boolean;
 }

@@ -20,6 +20,9 @@
 //   record that names a payload is checked against the payload store: a missing payload fails the
 //   open with CORRUPT naming the group, the log id and the digest.
 // - One open node per directory (LOCK, try-locked: LOCKED otherwise).
+// - A close with no failure leaves the clean-close mark (CLEAN), after every sync of the close;
+//   the next open unlinks it first, and while it found one, opens every file without the syncs
+//   of what it reads (nothing was written since everything was durable).
 
 import { lockDirectory } from '../fs/lock.js';
 import { makeDirectories } from '../fs/make-dirs.js';
@@ -28,8 +31,8 @@ import * as path from 'node:path';
 
 import { closed, corrupt, fromIo } from '../errors.js';
 import type { FileHandle, FileSystem } from '../fs/types.js';
-import { openPayloadStore, type FsPayloadStore } from '../payloads/index.js';
-import { GROUPS_DIR, GROUP_TEMP_PREFIX, NODE_LOCK, PAYLOADS_DIR, groupDirName, isGroupDirName, readGroupFile, removeTree, validateGroupId } from './fs-layout.js';
+import { openPayloadStore, type FsPayloadStore, type PayloadStoreOptions } from '../payloads/index.js';
+import { CLEAN_MARK, GROUPS_DIR, GROUP_TEMP_PREFIX, NODE_LOCK, PAYLOADS_DIR, groupDirName, isGroupDirName, readGroupFile, removeTree, validateGroupId } from './fs-layout.js';
 import { createGroupDir } from './group-create.js';
 import { recoverGroup, type GroupRecovery, type NodeParts, type OpenGroup, type RaftGroup } from './group-recovery.js';
 import type { KvPlugin } from './kv.js';
@@ -78,6 +81,7 @@ export async function openRaftNode<P extends StateMachinePlugin<unknown> = KvPlu
   let node: Node<P> | null = null;
   try {
     const index = new PayloadNameIndex();
+    const knownDurable = await takeCleanMark(fs, dir, settings.mistakes?.keepCleanMark === true);
     await prepareNodeLayout(fs, dir);
     const payloads = await openPayloadStore(path.join(dir, PAYLOADS_DIR), {
       fs,
@@ -85,8 +89,9 @@ export async function openRaftNode<P extends StateMachinePlugin<unknown> = KvPlu
       graceMs: options.payloads?.graceMs,
       chunkBytes: options.payloads?.chunkBytes,
       isNamed: (digest) => index.isNamed(digest),
-    });
-    node = new Node(dir, settings, lock, payloads, index);
+      ...(knownDurable ? { knownDurable: true } : {}),
+    } as PayloadStoreOptions);
+    node = new Node(dir, settings, lock, payloads, index, knownDurable);
     await node.recover();
     return node;
   } catch (err) {
@@ -94,6 +99,36 @@ export async function openRaftNode<P extends StateMachinePlugin<unknown> = KvPlu
     else await lock.close().catch(() => undefined);
     throw err;
   }
+}
+
+/**
+ * Consumes the mark of the last session's clean close (fs-layout.ts CLEAN_MARK): answers whether
+ * it was there, so that every file of the node is known durable. It is unlinked before anything
+ * else is read or written, so that any later change of this session — and a kill in it — leaves
+ * no mark behind: the next open then syncs what it reads, as after any crash. The unlink needs no
+ * directory sync: within one boot every later open sees it; after a power loss that undoes it,
+ * what an open reads is what the disk holds, durable by definition (docs/raft-store.md, "Clean
+ * close"). `keep`: the planted mistake of leaving the mark.
+ */
+async function takeCleanMark(fs: FileSystem, dir: string, keep: boolean): Promise<boolean> {
+  const mark = path.join(dir, CLEAN_MARK);
+  try {
+    if (keep) return (await fs.stat(mark)) !== null; // mistakes.keepCleanMark
+    await fs.unlink(mark);
+    return true;
+  } catch (err) {
+    if ((err as { code?: unknown }).code === 'ENOENT') return false;
+    throw fromIo(err, 'remove the clean-close mark', mark);
+  }
+}
+
+/**
+ * Creates the clean-close mark (no sync: see takeCleanMark). Called once every group and the
+ * payload store closed with no failure, every sync of theirs done.
+ */
+async function putCleanMark(fs: FileSystem, dir: string): Promise<void> {
+  const h = await fs.open(path.join(dir, CLEAN_MARK), 'create');
+  await h.close();
 }
 
 /**
@@ -147,8 +182,10 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
   /** What a group's open borrows from the node (its settings, payload store, index and pool). */
   readonly #parts: NodeParts<P>;
   #closing: Promise<void> | null = null;
+  /** Every group's recovery succeeded (a node whose open failed never marks its close clean). */
+  #recovered = false;
 
-  constructor(dir: string, settings: NodeSettings<P>, lock: FileHandle, payloads: FsPayloadStore, index: PayloadNameIndex) {
+  constructor(dir: string, settings: NodeSettings<P>, lock: FileHandle, payloads: FsPayloadStore, index: PayloadNameIndex, knownDurable: boolean) {
     this.dir = dir;
     this.#settings = settings;
     this.#lock = lock;
@@ -156,7 +193,7 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
     this.#index = index;
     this.#groupsDir = path.join(dir, GROUPS_DIR);
     // Buffers of large encoded records, shared by the groups (at most 32 MiB idle per node).
-    this.#parts = { settings, payloads, index, pool: new RecordPool() };
+    this.#parts = { settings, payloads, index, pool: new RecordPool(), knownDurable };
   }
 
   isNamed(digest: string): boolean {
@@ -220,6 +257,7 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
     const failure = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failure !== undefined) throw failure.reason;
     for (const [id, opening] of this.#groups) this.recovery.set(id, (await opening).recovery);
+    this.#recovered = true;
   }
 
   openGroup(id: string): Promise<RaftGroup<P>> {
@@ -243,7 +281,9 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
   /** Builds the group's directory (committed by a rename), then opens it. */
   async #createGroup(id: string): Promise<OpenGroup<P>> {
     const groupDir = await createGroupDir(this.#settings, this.#groupsDir, id);
-    return recoverGroup(this.#parts, id, groupDir);
+    // Every file and directory of the new group was synced before its rename, and the rename
+    // before this: its open need not sync what it reads.
+    return recoverGroup({ ...this.#parts, knownDurable: true }, id, groupDir);
   }
 
   close(): Promise<void> {
@@ -253,13 +293,24 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
         const keep = (err: unknown): void => {
           failure ??= err;
         };
+        // Clean: the open recovered every group, and nothing of this session failed a write or
+        // a sync (a poisoned store closes quietly; its files may not be durable).
+        let clean = this.#recovered;
         for (const opening of this.#groups.values()) {
           const g = await opening.catch(() => null);
-          if (g === null) continue;
+          if (g === null) {
+            clean = false;
+            continue;
+          }
           await g.group.log.close().catch(keep);
           await g.group.stateMachine.close().catch(keep);
+          if (g.group.log.isPoisoned || g.group.stateMachine.isPoisoned) clean = false;
         }
         await this.payloads.close().catch(keep);
+        if (clean && failure === null && this.payloads.closedClean) {
+          // After every sync of this close: the next open need not sync what it reads.
+          await putCleanMark(this.#settings.fs, this.dir).catch(() => undefined);
+        }
         await this.#lock.unlock().catch(() => undefined);
         await this.#lock.close().catch(() => undefined);
         if (failure !== null) throw failure;

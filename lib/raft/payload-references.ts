@@ -11,14 +11,14 @@
 // disagreement is CORRUPT.
 
 import * as path from 'node:path';
-import { peekCell } from '../../cells/index.js';
+import { peekGrowingCell } from '../../cells/index.js';
 import { openSegmentedLog, type SegmentedLog, type SegmentedLogOptions } from '../../segments/index.js';
 import { lockDirectory } from '../fs/lock.js';
 import { corrupt, fromIo } from '../errors.js';
 import { realFs } from '../fs/real.js';
 import type { FileSystem } from '../fs/types.js';
 import { decodeOptionalLogId } from './codec.js';
-import { GROUPS_DIR, LOG_DIR, NODE_LOCK, PURGED_CELL, isGroupDirName, readGroupFile } from './fs-layout.js';
+import { GROUPS_DIR, GROUP_CELL_MAX_SLOT_BYTES, GROUP_CELL_SLOT_BYTES, LOG_DIR, NODE_LOCK, PURGED_CELL, isGroupDirName, readGroupFile } from './fs-layout.js';
 import { namingRecordsOf, planGroupReferences, scanNamingRecords, type ReferencePlan } from './group-references.js';
 import type { NamingRecord } from './reference-checkpoint.js';
 import { RAFT_DEFAULT_MAX_ENTRY_BYTES } from './node-options.js';
@@ -73,7 +73,7 @@ async function* scanGroups(
     const groupDir = path.join(groupsDir, name);
     const group = await readGroupFile(fs, groupDir);
     // Read, not opened: a scan takes no cell lock and leaves nothing behind.
-    const bytes = await peekCell(fs, path.join(groupDir, PURGED_CELL));
+    const bytes = await peekGrowingCell(fs, path.join(groupDir, PURGED_CELL), GROUP_CELL_SLOT_BYTES, GROUP_CELL_MAX_SLOT_BYTES);
     const purged: LogId | null = bytes === null ? null : decodeOptionalLogId(bytes);
     const log = await openSegmentedLog(path.join(groupDir, LOG_DIR), {
       fs,

@@ -21,9 +21,8 @@ import { decodeEntry, decodeOptionalLogId, decodeVote } from '../../raft/codec.j
 import { readSnapshotStream } from '../../raft/snapshot-format.js';
 import { parseSnapshotFileName, readGroupFile } from '../../raft/fs-layout.js';
 import { GROUP_DEFINING_FILES, NO_VOTE } from '../../raft/group-create.js';
-import { peekCell } from '../../../cells/index.js';
 import { decodeManifest } from '../../../segments/format.js';
-import { MANIFEST_SLOT_BYTES } from '../../../segments/manifest.js';
+import { peekManifest } from '../../../segments/manifest.js';
 import { checkCellFile } from './cell.js';
 import { checkSegmentedLog } from './log.js';
 import { ReferenceCheckpointCheck } from './raft-references.js';
@@ -111,7 +110,7 @@ async function checkSnapshotPresence(ctx: VerifyContext, dir: string, purged: un
   const manifestPath = path.join(dir, 'sm', 'journal', 'MANIFEST');
   let journalFirst = 0;
   try {
-    const value = await peekCell(ctx.fs, manifestPath, MANIFEST_SLOT_BYTES);
+    const value = await peekManifest(manifestPath, ctx.fs);
     if (value !== null) journalFirst = decodeManifest(value, manifestPath).firstIndex;
   } catch (err) {
     if (err instanceof VerifyError) throw err;

@@ -113,6 +113,9 @@ async function checkLooseFile(ctx: VerifyContext, file: string, siblings: readon
     ctx.warning(file, 'leftover temporary file of a first cell write that did not complete (never read)');
   } else if (name === 'LOCK') {
     await checkEmpty(ctx, file, 'LOCK');
+  } else if (name === 'CLEAN' && siblings.includes('groups')) {
+    // A Raft node's clean-close mark (lib/raft/node.ts): empty, like a LOCK.
+    await checkEmpty(ctx, file, 'raft node clean-close mark');
   } else if (name.endsWith('.part') && path.basename(path.dirname(file)) === 'snapshots') {
     ctx.sawFile(size);
     ctx.warning(file, 'leftover of a snapshot being built or received when its process stopped (removed at the next open)');
