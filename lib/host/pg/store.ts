@@ -109,6 +109,7 @@ export class PgHostStore extends HostStoreHandle {
   readonly #leaseMs: number;
   readonly #settleMs: number;
   readonly #begin: string;
+  readonly #oneName: string;
   /** The store's own pool pipelines (BEGIN and the function in one write); a pool given to it may not. */
   readonly #pipelined: boolean;
 
@@ -126,6 +127,7 @@ export class PgHostStore extends HostStoreHandle {
     this.#pipelined = ownsPool;
     // The store's own pool sets the idle cut-off per session (at connect); a pool given to it, per transaction.
     this.#begin = this.#sql.begin(ownsPool ? null : timing.lease);
+    this.#oneName = `${this.#sql.prefix}one`;
     const base = pg.types;
     this.#types = { getTypeParser: (oid, format) => (oid === 20 ? toSafeInt : base.getTypeParser(oid, format ?? 'text')) as (value: string) => unknown };
   }
@@ -156,8 +158,9 @@ export class PgHostStore extends HostStoreHandle {
     client.release(err !== undefined && isConnectionLoss(err) ? (err instanceof Error ? err : true) : undefined);
   }
 
+  /** One prepared statement; its messages (Bind, Describe, Execute, Sync) leave in one write. */
   async #query(client: PoolClient, name: string, text: string, values: unknown[]): Promise<QueryResult> {
-    return client.query({ name, text, values, types: this.#types });
+    return corked(client, () => client.query({ name, text, values, types: this.#types }));
   }
 
   /**
@@ -298,7 +301,7 @@ export class PgHostStore extends HostStoreHandle {
     try {
       if (fast !== null) {
         phase = 'one';
-        const one = await this.#query(client, `${this.#sql.prefix}one`, this.#sql.one, fast);
+        const one = await this.#query(client, this.#oneName, this.#sql.one, fast);
         if ((one.rows[0] as { n: number }).n === 1) {
           this.#release(client);
           return { kind: 'done' };
