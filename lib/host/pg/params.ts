@@ -1,11 +1,12 @@
-// The PostgreSQL host store's commit parameters: a CommitBatch as the hot path's statement and as
+// The PostgreSQL host store's commit parameters: a CommitBatch as commit_one's arguments and as
 // commit_batch's arguments, and commit_batch's refusals as SPI answers.
 //
 // Owns: `lockOrder`, `fastParams`, `commitParams`, `refusal`. Guarantees: the updates are sent
 // in one fixed order (kind, then the name's UTF-8 bytes), the order in which commit_batch locks
-// their rows, so two batches never deadlock; every name, head and row travels in one binary
-// `bytea` (byte-exact, no hex), addressed by 1-based offsets and lengths; a refusal names the
-// update of the batch's own order that plan.ts would name.
+// their rows, so two batches never deadlock; every name, head and row travels as binary `bytea`
+// (byte-exact, no hex): commit_one's as parameters of their own (several rows concatenated with
+// their lengths), commit_batch's in one blob addressed by 1-based offsets and lengths; a refusal
+// names the update of the batch's own order that plan.ts would name.
 
 import type { CommitBatch } from '../batch.js';
 import { HostStoreError } from '../errors.js';

@@ -1,10 +1,13 @@
 // The PostgreSQL host store's schema: its tables, its server-side functions and its version.
 //
-// Owns: the SQL of one realm (one PostgreSQL schema), `SCHEMA_VERSION`, the custom SQLSTATEs the
-// commit function raises, and `quoteIdent`. Guarantees (the argument is in docs/host-store-pg.md):
+// Owns: the SQL of one realm (one PostgreSQL schema), `SCHEMA_VERSION` and the upgrade from
+// version 1, the custom SQLSTATEs the commit function raises, and `quoteIdent`. Guarantees (the argument is in docs/host-store-pg.md):
 // - Scope names are `bytea` (their UTF-8 bytes) everywhere: in the primary key, in the listing's
 //   partial index, in the ORDER BY and in the page cursor `name > $after`, so every listing is in
 //   byte order whatever the database's collation.
+// - `commit_one` is the common commit in one statement (its own transaction): the fence table's
+//   ROW EXCLUSIVE lock, then one UPDATE checking the token and the version, then the rows; it
+//   answers 0 having written nothing when the UPDATE matched nothing, and commit_batch decides.
 // - `commit_batch` runs in the commit's transaction, which the client ends with COMMIT only once
 //   the function answered: it takes the fence table's ROW EXCLUSIVE lock (commits never wait on
 //   each other for it; an acquire's EXCLUSIVE lock and a load's SHARE lock wait for every commit

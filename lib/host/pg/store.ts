@@ -3,10 +3,12 @@
 // Owns: the public class and its options, the realm's creation and version check, the mapping of
 // each SPI operation onto the server-side functions of schema.ts, and what the store does when a
 // statement fails. Guarantees (the argument per obligation is in docs/host-store-pg.md):
-// - Every commit is one transaction — BEGIN, `commit_batch`, COMMIT — with the batch's updates
-//   sorted by (kind, name bytes): the fixed order in which its scope rows are locked. COMMIT is
-//   sent only once `commit_batch` answered, so a writer that dies (or loses its connection) before
-//   it sent COMMIT leaves nothing applied: the server rolls back the open transaction.
+// - Every commit is one transaction. The common one (one scope to its next version, no truncation,
+//   drop or delete) is one statement, `commit_one`, in the server's implicit transaction: one
+//   round trip. Every other batch, and a commit_one that moved nothing, is BEGIN, `commit_batch`,
+//   COMMIT, with the batch's updates sorted by (kind, name bytes): the fixed order in which its
+//   scope rows are locked. There COMMIT is sent only once `commit_batch` answered, so a writer that
+//   dies (or loses its connection) before it sent COMMIT leaves nothing applied.
 // - Serialization failures and deadlocks (SQLSTATE 40001, 40P01: the transaction rolled back) are
 //   retried up to RETRIES times with jittered backoff, then answer UNAVAILABLE.
 // - A connection lost after COMMIT was sent leaves the outcome unknown. The store settles it
