@@ -167,7 +167,7 @@ function register(server: TestPostgres): void {
         const { token } = await first.acquireFence('exclusive');
         await first.commit(CommitBatch.tryNew('v1-a', token, [{ scope, previous: null, next: 1, head: bytes(1), append: [bytes(2)] }]));
         await first.close();
-        await server.admin.query(`DROP FUNCTION ${s}.commit_one; UPDATE ${s}.seglog_meta SET value = 1 WHERE key = 'schema_version'`);
+        await server.admin.query(`DROP PROCEDURE ${s}.commit_one; UPDATE ${s}.seglog_meta SET value = 1 WHERE key = 'schema_version'`);
         const stores = await Promise.all([0, 1].map(() => openPgHostStore({ connectionString: server.url, schema })));
         const v = await server.admin.query(`SELECT value::int AS v FROM ${s}.seglog_meta WHERE key = 'schema_version'`);
         assert.equal(v.rows[0].v, SCHEMA_VERSION);

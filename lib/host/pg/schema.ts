@@ -7,7 +7,7 @@
 //   byte order whatever the database's collation.
 // - `commit_one` is the common commit in one statement (its own transaction): the fence table's
 //   ROW EXCLUSIVE lock, then one UPDATE checking the token and the version, then the rows; it
-//   answers 0 having written nothing when the UPDATE matched nothing, and commit_batch decides.
+//   raises SL004 having written nothing when the UPDATE matched nothing, and commit_batch decides.
 // - `commit_batch` runs in the commit's transaction, which the client ends with COMMIT only once
 //   the function answered: it takes the fence table's ROW EXCLUSIVE lock (commits never wait on
 //   each other for it; an acquire's EXCLUSIVE lock and a load's SHARE lock wait for every commit
@@ -35,6 +35,8 @@ export const SQLSTATE = {
   conflict: 'SL001',
   fencedOut: 'SL002',
   invalid: 'SL003',
+  /** `commit_one` matched no scope and wrote nothing: commit_batch decides the answer. */
+  missed: 'SL004',
 } as const;
 
 /** A PostgreSQL identifier, quoted. */
@@ -108,21 +110,22 @@ UPDATE ${s}.seglog_meta SET value = ${SCHEMA_VERSION} WHERE key = 'schema_versio
 
 /**
  * `commit_one`: the common commit in one call, sent as a statement of its own (the server's
- * implicit transaction: it commits when the function returned, or rolls back whole). One update
+ * implicit transaction: it commits when the procedure returned, or rolls back whole). One update
  * that moves an existing scope from `p_prev` to the next version: the fence table's ROW
  * EXCLUSIVE lock as in commit_batch, then one UPDATE whose WHERE checks the version, the deleted
  * flag, the row arithmetic and the batch's token against the highest one; then the appended rows.
  * `p_head` NULL keeps the head; `p_rows` NULL appends nothing; `p_lens` NULL makes `p_rows` one
- * row, else the rows are `p_rows` cut at those lengths. Returns the number of scopes moved: 1, or
- * 0 when the UPDATE matched nothing (a conflict, a fence, a retry of a landed batch: nothing was
- * written, and commit_batch decides the answer).
+ * row, else the rows are `p_rows` cut at those lengths. A procedure, so that its answer is only
+ * the statement's completion (no row to describe, send and decode): it returns when the scope
+ * moved, and raises SL004 when the UPDATE matched nothing (a conflict, a fence, a retry of a
+ * landed batch: nothing was written, and commit_batch decides the answer).
  */
 function commitOneSql(schema: string): string {
   const s = quoteIdent(schema);
   return `
-CREATE FUNCTION ${s}.commit_one(
+CREATE PROCEDURE ${s}.commit_one(
   p_commit text, p_token bigint, p_kind smallint, p_name bytea, p_prev bigint, p_head bytea, p_rows bytea, p_lens int[]
-) RETURNS int LANGUAGE plpgsql AS $fn$
+) LANGUAGE plpgsql AS $fn$
 DECLARE
   v_n int := CASE WHEN p_rows IS NULL THEN 0 WHEN p_lens IS NULL THEN 1 ELSE cardinality(p_lens) END;
   v_end bigint;
@@ -133,7 +136,7 @@ BEGIN
       AND t."end" + v_n <= 9007199254740991
       AND p_token = (SELECT f.token FROM ${s}.fence f WHERE f.id = 1)
     RETURNING t."end" INTO v_end;
-  IF NOT FOUND THEN RETURN 0; END IF;
+  IF NOT FOUND THEN RAISE EXCEPTION USING ERRCODE = '${SQLSTATE.missed}', MESSAGE = 'moved nothing'; END IF;
   IF v_n = 1 THEN
     INSERT INTO ${s}.rows (kind, name, idx, data) VALUES (p_kind, p_name, v_end - 1, p_rows);
   ELSIF v_n > 1 THEN
@@ -141,7 +144,6 @@ BEGIN
       SELECT p_kind, p_name, v_end - v_n + x.k - 1, substring(p_rows FROM (x.at - x.len + 1)::int FOR x.len)
       FROM (SELECT l.len, l.k, sum(l.len) OVER (ORDER BY l.k) AS at FROM unnest(p_lens) WITH ORDINALITY AS l(len, k)) x;
   END IF;
-  RETURN 1;
 END
 $fn$;
 `;

@@ -30,7 +30,7 @@ import type { FenceTiming } from '../timing.js';
 import type { AcquireMode, FenceGrant, HeadPage, ListedHead, Row, ScopeKind, ScopeRef, VersionedHead } from '../types.js';
 import { backoff, isConnectionLoss, isRetryable, messageOf, sleep, sqlState } from './failures.js';
 import { commitParams, fastParams, lockOrder, refusal, type Sorted } from './params.js';
-import { createSchemaSql, KIND_CODE, quoteIdent, SCHEMA_VERSION, upgradeSql } from './schema.js';
+import { createSchemaSql, KIND_CODE, quoteIdent, SCHEMA_VERSION, SQLSTATE, upgradeSql } from './schema.js';
 
 /** Options of `openPgHostStore`. Give `connectionString` or `pool`, not both. */
 export interface PgHostStoreOptions {
@@ -303,12 +303,18 @@ export class PgHostStore extends HostStoreHandle {
     try {
       if (fast !== null) {
         phase = 'one';
-        const one = await this.#query(client, this.#oneName, this.#sql.one, fast);
-        if ((one.rows[0] as { n: number }).n === 1) {
+        const moved = await this.#query(client, this.#oneName, this.#sql.one, fast).then(
+          () => true,
+          (err: unknown) => {
+            if (sqlState(err) === SQLSTATE.missed) return false;
+            throw err;
+          },
+        );
+        if (moved) {
           this.#release(client);
           return { kind: 'done' };
         }
-        // It moved nothing and wrote nothing: commit_batch decides what to answer.
+        // It moved nothing and wrote nothing (its transaction rolled back): commit_batch decides what to answer.
         phase = 'open';
       }
       const { values } = plan();
@@ -423,7 +429,7 @@ function statements(schema: string) {
     begin: (idleMs: number | null) =>
       `BEGIN; ${idleMs === null ? '' : `SET LOCAL idle_in_transaction_session_timeout = ${Math.ceil(idleMs)}; `}LOCK TABLE ${s}.fence IN ROW EXCLUSIVE MODE`,
     // The common commit in one statement (see fastParams and schema.ts's commit_one).
-    one: `SELECT ${s}.commit_one($1, $2, $3, $4, $5, $6, $7, $8) AS n`,
+    one: `CALL ${s}.commit_one($1, $2, $3, $4, $5, $6, $7, $8)`,
     commit: `SELECT ${s}.commit_batch(${params})`,
     acquire: `SELECT * FROM ${s}.acquire_fence($1, $2, $3)`,
     renew: `SELECT ${s}.renew_fence($1, $2) AS answer`,
