@@ -10,8 +10,8 @@ import fc from 'fast-check';
 import pg from 'pg';
 import { hostStoreConformance, type HostStoreFactory } from '../lib/conformance/host-store.js';
 import { SeglogError } from '../lib/errors.js';
-import { CommitBatch, FenceTiming, HostStoreError, MemoryHostRealm, openPgHostStore, SCOPE_KINDS, type HostStore, type PgHostStore, type ScopeRef, type ScopeUpdate } from '../lib/host/index.js';
-import { quoteIdent } from '../lib/host/pg/schema.js';
+import { CommitBatch, FenceTiming, HostStoreError, isDamagedAnswer, MemoryHostRealm, openPgHostStore, SCOPE_KINDS, type HostStore, type PgHostStore, type ScopeRef, type ScopeUpdate } from '../lib/host/index.js';
+import { quoteIdent, SCHEMA_VERSION } from '../lib/host/pg/schema.js';
 import { dropSchema, freshSchema, lapseLeases, postgresForTests, type TestPostgres } from './support/pg.js';
 
 const found = await postgresForTests();
@@ -149,9 +149,42 @@ function register(server: TestPostgres): void {
           (e: unknown) => e,
         );
         assert.ok(err instanceof SeglogError && err.code === 'VERSION_TOO_NEW', String(err));
-        assert.equal((err as SeglogError).details['version'], 2);
+        assert.equal((err as SeglogError).details['version'], SCHEMA_VERSION + 1);
         const v = await server.admin.query(`SELECT value::int AS v FROM ${quoteIdent(schema)}.seglog_meta WHERE key = 'schema_version'`);
-        assert.equal(v.rows[0].v, 2, 'the refused open changed nothing');
+        assert.equal(v.rows[0].v, SCHEMA_VERSION + 1, 'the refused open changed nothing');
+      } finally {
+        await dropSchema(server.admin, schema);
+      }
+    });
+
+    test('a version-1 realm (the same tables, no commit_one) opens, keeps its scopes and rows, and is recorded as this version', async () => {
+      const schema = freshSchema('v1');
+      const s = quoteIdent(schema);
+      const scope: ScopeRef = { kind: 'session', name: 'old' };
+      try {
+        // A realm as version 1 left it: write through this version, then take away what version 2 added.
+        const first = await openPgHostStore({ connectionString: server.url, schema });
+        const { token } = await first.acquireFence('exclusive');
+        await first.commit(CommitBatch.tryNew('v1-a', token, [{ scope, previous: null, next: 1, head: bytes(1), append: [bytes(2)] }]));
+        await first.close();
+        await server.admin.query(`DROP PROCEDURE ${s}.commit_one; UPDATE ${s}.seglog_meta SET value = 1 WHERE key = 'schema_version'`);
+        const stores = await Promise.all([0, 1].map(() => openPgHostStore({ connectionString: server.url, schema })));
+        const v = await server.admin.query(`SELECT value::int AS v FROM ${s}.seglog_meta WHERE key = 'schema_version'`);
+        assert.equal(v.rows[0].v, SCHEMA_VERSION);
+        const store = stores[0]!;
+        assert.deepEqual(await store.loadHead(scope), { version: 1, commitId: 'v1-a', head: bytes(1) });
+        await lapseLeases(server.admin, schema);
+        const next = await store.acquireFence('exclusive');
+        await store.commit(CommitBatch.tryNew('v2-b', next.token, [{ scope, previous: 1, next: 2, head: bytes(3), append: [bytes(4), bytes(5)] }]));
+        assert.deepEqual((await store.readRows(scope, 0, 10)).map((r) => [r.index, [...r.data]]), [[0, [2]], [1, [4]], [2, [5]]]);
+        for (const x of stores) await x.close();
+        // A version no seglog wrote is damage, never a realm to guess at.
+        await server.admin.query(`UPDATE ${s}.seglog_meta SET value = 0 WHERE key = 'schema_version'`);
+        const err = await openPgHostStore({ connectionString: server.url, schema }).then(
+          () => assert.fail('schema version 0 opened'),
+          (e: unknown) => e,
+        );
+        assert.ok(isDamagedAnswer(err), String(err));
       } finally {
         await dropSchema(server.admin, schema);
       }
@@ -330,4 +363,8 @@ async function refusal(p: Promise<void>): Promise<unknown> {
     if (!(err instanceof HostStoreError)) throw err;
     return { code: err.code, scope: err.scope, current: err.current, message: err.message };
   }
+}
+
+function bytes(...values: number[]): Uint8Array {
+  return Uint8Array.from(values);
 }

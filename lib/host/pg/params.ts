@@ -1,11 +1,12 @@
-// The PostgreSQL host store's commit parameters: a CommitBatch as the hot path's statement and as
+// The PostgreSQL host store's commit parameters: a CommitBatch as commit_one's arguments and as
 // commit_batch's arguments, and commit_batch's refusals as SPI answers.
 //
 // Owns: `lockOrder`, `fastParams`, `commitParams`, `refusal`. Guarantees: the updates are sent
 // in one fixed order (kind, then the name's UTF-8 bytes), the order in which commit_batch locks
-// their rows, so two batches never deadlock; every name, head and row travels in one binary
-// `bytea` (byte-exact, no hex), addressed by 1-based offsets and lengths; a refusal names the
-// update of the batch's own order that plan.ts would name.
+// their rows, so two batches never deadlock; every name, head and row travels as binary `bytea`
+// (byte-exact, no hex): commit_one's as parameters of their own (several rows concatenated with
+// their lengths), commit_batch's in one blob addressed by 1-based offsets and lengths; a refusal
+// names the update of the batch's own order that plan.ts would name.
 
 import type { CommitBatch } from '../batch.js';
 import { HostStoreError } from '../errors.js';
@@ -23,27 +24,26 @@ export function lockOrder(updates: readonly ScopeUpdate[]): Sorted {
 }
 
 /**
- * The parameters of the hot path's one statement, or null when `batch` is not its case: one update
+ * The parameters of `commit_one` (see schema.ts), or null when `batch` is not its case: one update
  * that moves an existing scope to its next version, setting a head and/or appending rows, with no
  * truncation, drop or delete. Everything else (and a miss: a conflict, a fence, a retry of a
- * landed batch) goes to commit_batch, which decides the answer.
+ * landed batch) goes to commit_batch, which decides the answer. One row (the common case) travels
+ * as it is, with no copy; several are concatenated into one bytea with their lengths.
  */
 export function fastParams(batch: CommitBatch): unknown[] | null {
   if (batch.updates.length !== 1) return null;
   const u = batch.updates[0]!;
   if (u.previous === null || u.delete === true || u.truncateAfter !== undefined || u.dropBefore !== undefined) return null;
-  const rows = u.append ?? [];
-  const head = u.head ?? new Uint8Array(0);
-  const offsets: number[] = [];
-  const lengths: number[] = [];
-  let at = 1 + head.length;
-  for (const row of rows) {
-    offsets.push(at);
-    lengths.push(row.length);
-    at += row.length;
+  const rows = u.append;
+  let data: Uint8Array | null = null;
+  let lengths: number[] | null = null;
+  if (rows !== undefined && rows.length === 1) {
+    data = rows[0]!;
+  } else if (rows !== undefined && rows.length > 1) {
+    lengths = rows.map((row) => row.length);
+    data = Buffer.concat(rows);
   }
-  const blob = Buffer.concat([head, ...rows], at - 1);
-  return [batch.commitId, KIND_CODE[u.scope.kind], Buffer.from(u.scope.name, 'utf8'), u.previous, u.head !== undefined, head.length, rows.length, blob, batch.token, offsets, lengths];
+  return [batch.commitId, batch.token, KIND_CODE[u.scope.kind], Buffer.from(u.scope.name, 'utf8'), u.previous, u.head ?? null, data, lengths];
 }
 
 /** The parameters of `commit_batch` for `batch` (see schema.ts). */

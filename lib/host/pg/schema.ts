@@ -1,10 +1,13 @@
 // The PostgreSQL host store's schema: its tables, its server-side functions and its version.
 //
-// Owns: the SQL of one realm (one PostgreSQL schema), `SCHEMA_VERSION`, the custom SQLSTATEs the
-// commit function raises, and `quoteIdent`. Guarantees (the argument is in docs/host-store-pg.md):
+// Owns: the SQL of one realm (one PostgreSQL schema), `SCHEMA_VERSION` and the upgrade from
+// version 1, the custom SQLSTATEs the commit function raises, and `quoteIdent`. Guarantees (the argument is in docs/host-store-pg.md):
 // - Scope names are `bytea` (their UTF-8 bytes) everywhere: in the primary key, in the listing's
 //   partial index, in the ORDER BY and in the page cursor `name > $after`, so every listing is in
 //   byte order whatever the database's collation.
+// - `commit_one` is the common commit in one statement (its own transaction): the fence table's
+//   ROW EXCLUSIVE lock, then one UPDATE checking the token and the version, then the rows; it
+//   raises SL004 having written nothing when the UPDATE matched nothing, and commit_batch decides.
 // - `commit_batch` runs in the commit's transaction, which the client ends with COMMIT only once
 //   the function answered: it takes the fence table's ROW EXCLUSIVE lock (commits never wait on
 //   each other for it; an acquire's EXCLUSIVE lock and a load's SHARE lock wait for every commit
@@ -20,8 +23,11 @@
 // - The fence token (table `fence`) and the lease (table `lease`, on the server's
 //   clock_timestamp()) are rows of their own; the token only grows.
 
-/** The version of the tables and functions below; recorded in `<schema>.seglog_meta`. */
-export const SCHEMA_VERSION = 1;
+/**
+ * The version of the tables and functions below; recorded in `<schema>.seglog_meta`. Version 1
+ * had the same tables without `commit_one`; an open of a version-1 realm adds it (`upgradeSql`).
+ */
+export const SCHEMA_VERSION = 2;
 
 /** SQLSTATEs raised by `commit_batch` (class SL: seglog). */
 export const SQLSTATE = {
@@ -29,6 +35,8 @@ export const SQLSTATE = {
   conflict: 'SL001',
   fencedOut: 'SL002',
   invalid: 'SL003',
+  /** `commit_one` matched no scope and wrote nothing: commit_batch decides the answer. */
+  missed: 'SL004',
 } as const;
 
 /** A PostgreSQL identifier, quoted. */
@@ -79,9 +87,65 @@ ALTER TABLE ${s}.rows ALTER COLUMN data SET STORAGE EXTERNAL;
 INSERT INTO ${s}.fence VALUES (1, 0);
 INSERT INTO ${s}.lease VALUES (1, 0, '', 'epoch');
 ${commitFunctionSql(schema)}
+${commitOneSql(schema)}
 ${fenceFunctionsSql(schema)}
 ${loadFunctionsSql(schema)}
 INSERT INTO ${s}.seglog_meta VALUES ('schema_version', ${SCHEMA_VERSION});
+`;
+}
+
+/**
+ * The statements that bring a version-1 realm to this version (run under the creation lock, in
+ * one transaction with the version check): version 2 only adds `commit_one`; the tables and the
+ * other functions are those of version 1, so every row a version-1 store wrote reads the same.
+ */
+export function upgradeSql(schema: string, from: number): string {
+  if (from !== 1) throw new Error(`no upgrade from schema version ${from}`);
+  const s = quoteIdent(schema);
+  return `
+${commitOneSql(schema)}
+UPDATE ${s}.seglog_meta SET value = ${SCHEMA_VERSION} WHERE key = 'schema_version' AND value = 1;
+`;
+}
+
+/**
+ * `commit_one`: the common commit in one call, sent as a statement of its own (the server's
+ * implicit transaction: it commits when the procedure returned, or rolls back whole). One update
+ * that moves an existing scope from `p_prev` to the next version: the fence table's ROW
+ * EXCLUSIVE lock as in commit_batch, then one UPDATE whose WHERE checks the version, the deleted
+ * flag, the row arithmetic and the batch's token against the highest one; then the appended rows.
+ * `p_head` NULL keeps the head; `p_rows` NULL appends nothing; `p_lens` NULL makes `p_rows` one
+ * row, else the rows are `p_rows` cut at those lengths. A procedure, so that its answer is only
+ * the statement's completion (no row to describe, send and decode): it returns when the scope
+ * moved, and raises SL004 when the UPDATE matched nothing (a conflict, a fence, a retry of a
+ * landed batch: nothing was written, and commit_batch decides the answer).
+ */
+function commitOneSql(schema: string): string {
+  const s = quoteIdent(schema);
+  return `
+CREATE PROCEDURE ${s}.commit_one(
+  p_commit text, p_token bigint, p_kind smallint, p_name bytea, p_prev bigint, p_head bytea, p_rows bytea, p_lens int[]
+) LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_n int := CASE WHEN p_rows IS NULL THEN 0 WHEN p_lens IS NULL THEN 1 ELSE cardinality(p_lens) END;
+  v_end bigint;
+BEGIN
+  LOCK TABLE ${s}.fence IN ROW EXCLUSIVE MODE;
+  UPDATE ${s}.scopes t SET version = p_prev + 1, commit_id = p_commit, head = COALESCE(p_head, t.head), "end" = t."end" + v_n
+    WHERE t.kind = p_kind AND t.name = p_name AND t.version = p_prev AND NOT t.deleted
+      AND t."end" + v_n <= 9007199254740991
+      AND p_token = (SELECT f.token FROM ${s}.fence f WHERE f.id = 1)
+    RETURNING t."end" INTO v_end;
+  IF NOT FOUND THEN RAISE EXCEPTION USING ERRCODE = '${SQLSTATE.missed}', MESSAGE = 'moved nothing'; END IF;
+  IF v_n = 1 THEN
+    INSERT INTO ${s}.rows (kind, name, idx, data) VALUES (p_kind, p_name, v_end - 1, p_rows);
+  ELSIF v_n > 1 THEN
+    INSERT INTO ${s}.rows (kind, name, idx, data)
+      SELECT p_kind, p_name, v_end - v_n + x.k - 1, substring(p_rows FROM (x.at - x.len + 1)::int FOR x.len)
+      FROM (SELECT l.len, l.k, sum(l.len) OVER (ORDER BY l.k) AS at FROM unnest(p_lens) WITH ORDINALITY AS l(len, k)) x;
+  END IF;
+END
+$fn$;
 `;
 }
 

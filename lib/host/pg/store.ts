@@ -3,10 +3,12 @@
 // Owns: the public class and its options, the realm's creation and version check, the mapping of
 // each SPI operation onto the server-side functions of schema.ts, and what the store does when a
 // statement fails. Guarantees (the argument per obligation is in docs/host-store-pg.md):
-// - Every commit is one transaction — BEGIN, `commit_batch`, COMMIT — with the batch's updates
-//   sorted by (kind, name bytes): the fixed order in which its scope rows are locked. COMMIT is
-//   sent only once `commit_batch` answered, so a writer that dies (or loses its connection) before
-//   it sent COMMIT leaves nothing applied: the server rolls back the open transaction.
+// - Every commit is one transaction. The common one (one scope to its next version, no truncation,
+//   drop or delete) is one statement, `commit_one`, in the server's implicit transaction: one
+//   round trip. Every other batch, and a commit_one that moved nothing, is BEGIN, `commit_batch`,
+//   COMMIT, with the batch's updates sorted by (kind, name bytes): the fixed order in which its
+//   scope rows are locked. There COMMIT is sent only once `commit_batch` answered, so a writer that
+//   dies (or loses its connection) before it sent COMMIT leaves nothing applied.
 // - Serialization failures and deadlocks (SQLSTATE 40001, 40P01: the transaction rolled back) are
 //   retried up to RETRIES times with jittered backoff, then answer UNAVAILABLE.
 // - A connection lost after COMMIT was sent leaves the outcome unknown. The store settles it
@@ -28,7 +30,7 @@ import type { FenceTiming } from '../timing.js';
 import type { AcquireMode, FenceGrant, HeadPage, ListedHead, Row, ScopeKind, ScopeRef, VersionedHead } from '../types.js';
 import { backoff, isConnectionLoss, isRetryable, messageOf, sleep, sqlState } from './failures.js';
 import { commitParams, fastParams, lockOrder, refusal, type Sorted } from './params.js';
-import { createSchemaSql, KIND_CODE, quoteIdent, SCHEMA_VERSION } from './schema.js';
+import { createSchemaSql, KIND_CODE, quoteIdent, SCHEMA_VERSION, SQLSTATE, upgradeSql } from './schema.js';
 
 /** Options of `openPgHostStore`. Give `connectionString` or `pool`, not both. */
 export interface PgHostStoreOptions {
@@ -109,6 +111,7 @@ export class PgHostStore extends HostStoreHandle {
   readonly #leaseMs: number;
   readonly #settleMs: number;
   readonly #begin: string;
+  readonly #oneName: string;
   /** The store's own pool pipelines (BEGIN and the function in one write); a pool given to it may not. */
   readonly #pipelined: boolean;
 
@@ -126,6 +129,7 @@ export class PgHostStore extends HostStoreHandle {
     this.#pipelined = ownsPool;
     // The store's own pool sets the idle cut-off per session (at connect); a pool given to it, per transaction.
     this.#begin = this.#sql.begin(ownsPool ? null : timing.lease);
+    this.#oneName = `${this.#sql.prefix}one`;
     const base = pg.types;
     this.#types = { getTypeParser: (oid, format) => (oid === 20 ? toSafeInt : base.getTypeParser(oid, format ?? 'text')) as (value: string) => unknown };
   }
@@ -156,8 +160,9 @@ export class PgHostStore extends HostStoreHandle {
     client.release(err !== undefined && isConnectionLoss(err) ? (err instanceof Error ? err : true) : undefined);
   }
 
+  /** One prepared statement; its messages (Bind, Describe, Execute, Sync) leave in one write. */
   async #query(client: PoolClient, name: string, text: string, values: unknown[]): Promise<QueryResult> {
-    return client.query({ name, text, values, types: this.#types });
+    return corked(client, () => client.query({ name, text, values, types: this.#types }));
   }
 
   /**
@@ -250,13 +255,21 @@ export class PgHostStore extends HostStoreHandle {
   // ---- commit ----
 
   protected async doCommit(batch: CommitBatch): Promise<void> {
-    const sorted = lockOrder(batch.updates);
-    const values = commitParams(batch, sorted);
+    const fast = fastParams(batch);
+    // commit_batch's arguments, made only when it is needed (not the common case, or its miss).
+    let general: { sorted: Sorted; values: unknown[] } | null = null;
+    const plan = (): { sorted: Sorted; values: unknown[] } => {
+      if (general === null) {
+        const sorted = lockOrder(batch.updates);
+        general = { sorted, values: commitParams(batch, sorted) };
+      }
+      return general;
+    };
     const deadline = performance.now() + this.#settleMs;
     // Once a COMMIT was sent and its answer lost, the outcome is unknown until an attempt answers.
     let unknown: unknown = null;
     for (let attempt = 0; ; attempt++) {
-      const step = await this.#commitOnce(batch, sorted, values);
+      const step = await this.#commitOnce(batch, fast, plan);
       if (step.kind === 'done') return;
       if (step.kind === 'refused') throw step.error;
       if (step.kind === 'commit-lost') unknown = step.cause;
@@ -273,37 +286,38 @@ export class PgHostStore extends HostStoreHandle {
   }
 
   /**
-   * One attempt: BEGIN, commit_batch, COMMIT on one connection. Only a COMMIT sent can make the
-   * batch land; a failure before it leaves nothing applied (the server rolls back the open
-   * transaction, at the latest when it sees the connection end).
+   * One attempt on one connection. The common case (`fast`) is one statement, `commit_one`, in the
+   * server's implicit transaction: one round trip, and once it is sent a lost connection leaves the
+   * outcome unknown. When it moved nothing, or for any other batch: BEGIN, commit_batch, COMMIT,
+   * where only a COMMIT sent can make the batch land; a failure before it leaves nothing applied
+   * (the server rolls back the open transaction, at the latest when it sees the connection end).
    */
-  async #commitOnce(batch: CommitBatch, sorted: Sorted, values: unknown[]): Promise<CommitStep> {
+  async #commitOnce(batch: CommitBatch, fast: unknown[] | null, plan: () => { sorted: Sorted; values: unknown[] }): Promise<CommitStep> {
     let client: PoolClient;
     try {
       client = await this.#connect();
     } catch (err) {
       return { kind: 'not-applied', cause: err };
     }
-    let phase: 'open' | 'apply' | 'commit' = 'open';
+    let phase: 'open' | 'one' | 'apply' | 'commit' = 'open';
     try {
-      const fast = fastParams(batch);
-      if (fast !== null && this.#pipelined) {
-        // The hot path, in one round trip: BEGIN with the fence lock, the one statement, COMMIT.
-        const step = await this.#fastOnce(client, fast);
-        if (step !== 'missed') return step;
-      } else if (fast !== null) {
-        phase = 'apply';
-        const done = await this.#open(client, { name: `${this.#sql.prefix}fast`, text: this.#sql.fast, values: fast });
-        if (done !== 'lost' && (done.rows[0] as { n: number }).n === 1) {
-          phase = 'commit';
-          await client.query('COMMIT');
+      if (fast !== null) {
+        phase = 'one';
+        const moved = await this.#query(client, this.#oneName, this.#sql.one, fast).then(
+          () => true,
+          (err: unknown) => {
+            if (sqlState(err) === SQLSTATE.missed) return false;
+            throw err;
+          },
+        );
+        if (moved) {
           this.#release(client);
           return { kind: 'done' };
         }
-        // It did not apply: commit_batch decides what to answer, in a transaction of its own.
-        await client.query('ROLLBACK');
+        // It moved nothing and wrote nothing (its transaction rolled back): commit_batch decides what to answer.
         phase = 'open';
       }
+      const { values } = plan();
       phase = 'apply';
       const applied = await this.#open(client, { name: `${this.#sql.prefix}commit`, text: this.#sql.commit, values });
       if (applied === 'lost') {
@@ -317,56 +331,19 @@ export class PgHostStore extends HostStoreHandle {
     } catch (err) {
       const state = sqlState(err);
       if (phase !== 'open' && !isConnectionLoss(err)) {
-        // The statement failed; its transaction is aborted (or, after a failed COMMIT, over).
+        // The statement failed; its transaction is aborted (or, after commit_one or a failed COMMIT, over).
         if (phase === 'apply') await client.query('ROLLBACK').catch(() => undefined);
         this.#release(client, err);
-        if (state !== undefined && state.startsWith('SL')) {
-          const refused = refusal(err as { code: string; message: string; detail?: string }, batch, sorted);
+        if (phase !== 'one' && state !== undefined && state.startsWith('SL')) {
+          const refused = refusal(err as { code: string; message: string; detail?: string }, batch, plan().sorted);
           return refused === null ? { kind: 'done' } : { kind: 'refused', error: refused };
         }
         return { kind: isRetryable(state) ? 'retry' : 'not-applied', cause: err };
       }
       this.#release(client, err);
       if (!isConnectionLoss(err)) return { kind: 'not-applied', cause: err };
-      return phase === 'commit' ? { kind: 'commit-lost', cause: err } : { kind: 'not-applied', cause: err };
+      return phase === 'commit' || phase === 'one' ? { kind: 'commit-lost', cause: err } : { kind: 'not-applied', cause: err };
     }
-  }
-
-  /**
-   * The hot path on a pipelining pool: BEGIN with the fence lock, the hot path's statement and
-   * COMMIT in one write, so one round trip. COMMIT is sent with the statement, so from here any
-   * lost connection leaves the outcome unknown. 'missed' when the statement moved no scope (a
-   * conflict, a fence, a retry of a landed batch: the COMMIT then ended an empty transaction, or
-   * rolled back a failed one) — commit_batch then decides the answer; the connection is still held.
-   */
-  async #fastOnce(client: PoolClient, values: unknown[]): Promise<CommitStep | 'missed'> {
-    const [begun, applied, committed] = await Promise.allSettled(
-      corked(client, () => [
-        client.query(this.#begin),
-        client.query({ name: `${this.#sql.prefix}fast`, text: this.#sql.fast, values, types: this.#types }),
-        client.query('COMMIT'),
-      ]),
-    );
-    const failed = [begun, applied, committed].find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed !== undefined && isConnectionLoss(failed.reason)) {
-      this.#release(client, failed.reason);
-      return { kind: 'commit-lost', cause: failed.reason };
-    }
-    if (begun.status === 'rejected') {
-      // Without its transaction the statement committed on its own, or not: unknown.
-      this.#release(client, new Error('BEGIN failed'));
-      return { kind: 'commit-lost', cause: begun.reason };
-    }
-    if (applied.status === 'fulfilled' && (applied.value.rows[0] as { n: number }).n === 1) {
-      if (committed.status === 'fulfilled') {
-        this.#release(client);
-        return { kind: 'done' };
-      }
-      // COMMIT answered an error: the transaction rolled back (a serializable engine's 40001).
-      this.#release(client, committed.reason);
-      return { kind: isRetryable(sqlState(committed.reason)) ? 'retry' : 'not-applied', cause: committed.reason };
-    }
-    return 'missed';
   }
 
   /**
@@ -451,16 +428,8 @@ function statements(schema: string) {
     // A commit's transaction and its fence lock; a client that stops inside it is cut off by the server.
     begin: (idleMs: number | null) =>
       `BEGIN; ${idleMs === null ? '' : `SET LOCAL idle_in_transaction_session_timeout = ${Math.ceil(idleMs)}; `}LOCK TABLE ${s}.fence IN ROW EXCLUSIVE MODE`,
-    // The hot path (see fastParams): the token and the version checked in the UPDATE's WHERE.
-    fast:
-      `WITH f AS (SELECT token FROM ${s}.fence WHERE id = 1), ` +
-      `u AS (UPDATE ${s}.scopes t SET version = $4::bigint + 1, commit_id = $1, ` +
-      `head = CASE WHEN $5::boolean THEN substring($8::bytea FROM 1 FOR $6::int) ELSE t.head END, "end" = t."end" + $7::bigint ` +
-      `FROM f WHERE t.kind = $2::smallint AND t.name = $3::bytea AND t.version = $4::bigint AND NOT t.deleted AND f.token = $9::bigint ` +
-      `AND t."end" + $7::bigint <= 9007199254740991 RETURNING t."end" - $7::bigint AS start), ` +
-      `r AS (INSERT INTO ${s}.rows (kind, name, idx, data) SELECT $2::smallint, $3::bytea, u.start + x.k - 1, substring($8::bytea FROM x.off FOR x.len) ` +
-      `FROM u, unnest($10::int[], $11::int[]) WITH ORDINALITY AS x(off, len, k)) ` +
-      `SELECT count(*)::int AS n FROM u`,
+    // The common commit in one statement (see fastParams and schema.ts's commit_one).
+    one: `CALL ${s}.commit_one($1, $2, $3, $4, $5, $6, $7, $8)`,
     commit: `SELECT ${s}.commit_batch(${params})`,
     acquire: `SELECT * FROM ${s}.acquire_fence($1, $2, $3)`,
     renew: `SELECT ${s}.renew_fence($1, $2) AS answer`,
@@ -482,7 +451,10 @@ function checkSchemaName(schema: unknown): string {
 /** The tables of a realm (schema.ts creates them in one transaction). */
 const REALM_TABLES = ['seglog_meta', 'fence', 'lease', 'scopes', 'rows'];
 
-/** Creates the realm's tables on first use; refuses a realm whose schema version is newer than this code's. */
+/**
+ * Creates the realm's tables on first use; brings a version-1 realm to this version (it adds
+ * `commit_one`, the tables stay as they are); refuses a realm whose schema version is newer.
+ */
 async function ensureSchema(pool: Pool, schema: string): Promise<void> {
   const s = quoteIdent(schema);
   const client = await pool.connect().catch((err: unknown) => {
@@ -509,13 +481,15 @@ async function ensureSchema(pool: Pool, schema: string): Promise<void> {
       return Number(row.v);
     };
     let version = await read();
-    if (version === null) {
-      // Two first opens at once: the transaction-scoped advisory lock lets one create, the other then reads.
+    if (version === null || version === 1) {
+      // Two first opens (or upgrades) at once: the transaction-scoped advisory lock lets one
+      // create the realm or bring a version-1 realm to this version, the other then reads.
       await client.query('BEGIN');
       try {
         await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`seglog schema ${schema}`]);
         version = await read();
         if (version === null) await client.query(createSchemaSql(schema));
+        else if (version === 1) await client.query(upgradeSql(schema, version));
         await client.query('COMMIT');
       } catch (err) {
         await client.query('ROLLBACK').catch(() => undefined);
@@ -524,6 +498,10 @@ async function ensureSchema(pool: Pool, schema: string): Promise<void> {
       version = await read();
     }
     if (version === null) throw HostStoreError.unavailable(`schema ${schema} has no realm after its creation`);
+    // Version 1 was brought to this version above: a lower one is no version any seglog wrote.
+    if (!Number.isSafeInteger(version) || version < SCHEMA_VERSION) {
+      throw HostStoreError.damaged(corrupt(`schema ${schema} records schema version ${version}, which no seglog wrote`, { schema, table: 'seglog_meta', version }));
+    }
     if (version > SCHEMA_VERSION) {
       throw new SeglogError('VERSION_TOO_NEW', `the realm in schema ${schema} has schema version ${version}; this seglog reads up to ${SCHEMA_VERSION}`, {
         details: { schema, version, supported: SCHEMA_VERSION },
