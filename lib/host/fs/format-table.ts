@@ -99,18 +99,32 @@ export class TableEntry {
   get nameBytes(): Uint8Array {
     return this.#block.subarray(this.#at + ENTRY_FIXED, this.#at + ENTRY_FIXED + this.#nameLen);
   }
-  /** A view of the head (copy it to keep it past the block). */
+  /** A view of the head, valid only until the block's buffer is read into again: keep `copyHead()`. */
   get head(): Uint8Array {
     return this.#block.subarray(this.#headAt, this.#headAt + this.#headLen);
   }
   get headLength(): number {
     return this.#headLen;
   }
+  /** The head, copied into a Uint8Array of its own (the block's buffer may be read into again). */
+  copyHead(): Uint8Array {
+    const out = new Uint8Array(this.#headLen);
+    out.set(this.#block.subarray(this.#headAt, this.#headAt + this.#headLen));
+    return out;
+  }
+  /** Rows [first, end), each copied into a Uint8Array of its own. */
+  copyRows(): Uint8Array[] {
+    return this.rows.map((r) => {
+      const out = new Uint8Array(r.length);
+      out.set(r);
+      return out;
+    });
+  }
   /** The entry's encoded bytes (length field included): what a round copies when the scope did not change. */
   get raw(): Uint8Array {
     return this.#block.subarray(this.#at, this.#at + this.#size);
   }
-  /** Views of rows [first, end) when inline; none when homed or deleted. */
+  /** Views of rows [first, end) when inline (none when homed or deleted), valid as `head` is: keep `copyRows()`. */
   get rows(): Uint8Array[] {
     const out: Uint8Array[] = [];
     if (this.deleted || this.homed) return out;

@@ -331,7 +331,7 @@ export class TableWriter {
     const last = this.#last;
     assert(last === null || compareKeys(last.kind, last.name, kind, name) < 0, 'scope table entries are added in key order');
     this.#last = { kind, name };
-    if (this.#blockFirst === null) this.#blockFirst = { kind, name: name.slice() };
+    if (this.#blockFirst === null) this.#blockFirst = { kind, name: Uint8Array.from(name) };
     this.#block.push(raw);
     this.#blockBytes += raw.length;
     this.#blockCrc = crc32(raw, this.#blockCrc);
