@@ -222,3 +222,46 @@ test('a realm of format version 1 is refused with its version named, and nothing
     assert.equal(newer?.code, 'VERSION_TOO_NEW');
   });
 });
+
+test('what a listing and a load answer from the table are plain Uint8Arrays of their own, exact across many blocks', async () => {
+  await withRealm(async (dir) => {
+    const store = await openFsHostStore(dir, options);
+    const { token } = await store.acquireFence('exclusive');
+    const n = 3000;
+    const headOf = (i: number): Uint8Array => Uint8Array.from({ length: 100 }, (_, k) => (i * 31 + k) & 0xff);
+    const rowOf = (i: number): Uint8Array => Uint8Array.from({ length: 200 }, (_, k) => (i * 7 + k * 3) & 0xff);
+    const name = (i: number): string => `scope-${String(i).padStart(5, '0')}`;
+    for (let at = 0; at < n; at += 500) {
+      const updates = [];
+      for (let i = at; i < at + 500; i++) updates.push({ scope: { kind: 'session' as const, name: name(i) }, previous: null, next: 1, head: headOf(i), append: [rowOf(i)] });
+      await store.commit(CommitBatch.tryNew(`b-${at}`, token, updates));
+    }
+    assert.ok(await store.checkpoint());
+    await store.close();
+    const again = await openFsHostStore(dir, options);
+    let i = 0;
+    for (let after: string | null = null; ; ) {
+      // Pages of 1,000 span many 16 KiB blocks and several reads of a scan.
+      const p = await again.listHeads('session', after, 1000);
+      for (const h of p.heads) {
+        assert.equal(h.name, name(i));
+        assert.equal(Object.getPrototypeOf(h.head.head), Uint8Array.prototype, 'a plain Uint8Array');
+        assert.equal(h.head.head.byteLength, h.head.head.buffer.byteLength, 'a buffer of its own');
+        assert.deepEqual(h.head.head, headOf(i), `head of ${name(i)}`);
+        i++;
+      }
+      if (p.next === null) break;
+      after = p.next;
+    }
+    assert.equal(i, n);
+    for (const k of [0, 1234, n - 1]) {
+      const head = (await again.loadHead({ kind: 'session', name: name(k) }))!.head;
+      assert.equal(Object.getPrototypeOf(head), Uint8Array.prototype);
+      assert.deepEqual(head, headOf(k));
+      const [row] = await again.readRows({ kind: 'session', name: name(k) }, 0, 10);
+      assert.equal(Object.getPrototypeOf(row!.data), Uint8Array.prototype);
+      assert.deepEqual(row!.data, rowOf(k));
+    }
+    await again.close();
+  });
+});

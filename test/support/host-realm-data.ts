@@ -13,6 +13,8 @@
 // next acquire gets.
 
 import assert from 'node:assert/strict';
+import * as fsp from 'node:fs/promises';
+import * as path from 'node:path';
 import { MemoryFs, type DiskImage } from '../../lib/fs/memory.js';
 import { CommitBatch, openFsHostStore, type FsHostStore, type ScopeKind, type ScopeRef } from '../../lib/host/index.js';
 import { scopeDigest } from '../../lib/host/fs/format.js';
@@ -116,6 +118,14 @@ export async function buildHostRealm(dir: string): Promise<void> {
     }
   } finally {
     await a.close();
+  }
+  // A closed realm gives back its stripes' zero-filled space; a writer that was killed leaves it.
+  // The realm is left as a killed writer leaves it (zeros past the records of each newest stripe
+  // file), so that its tails are there to damage.
+  for (const k of await fsp.readdir(path.join(dir, 'stripes'))) {
+    const files = (await fsp.readdir(path.join(dir, 'stripes', k))).filter((n) => n.endsWith('.wal')).sort();
+    const newest = files[files.length - 1];
+    if (newest !== undefined) await fsp.appendFile(path.join(dir, 'stripes', k, newest), new Uint8Array(8192));
   }
 }
 

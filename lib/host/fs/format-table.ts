@@ -75,22 +75,23 @@ export class TableEntry {
   readonly #headAt: number;
   readonly #headLen: number;
 
-  /** @internal Made by `decodeBlock`, which checked every length. */
-  constructor(bytes: Uint8Array, at: number, size: number, kind: ScopeKind, name: string, commitId: string, fields: { deleted: boolean; homed: boolean; version: number; first: number; end: number; nameLen: number; headAt: number; headLen: number }) {
-    this.#block = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  /** @internal Made by `decodeBlock`, which checked every length (`block` is a Buffer over the block). */
+  constructor(block: Uint8Array, at: number, kind: ScopeKind, name: string, commitId: string) {
+    const b = block as Buffer;
+    this.#block = b;
     this.#at = at;
-    this.#size = size;
+    this.#size = 4 + u32(b, at);
     this.kind = kind;
     this.name = name;
     this.commitId = commitId;
-    this.deleted = fields.deleted;
-    this.homed = fields.homed;
-    this.version = fields.version;
-    this.first = fields.first;
-    this.end = fields.end;
-    this.#nameLen = fields.nameLen;
-    this.#headAt = fields.headAt;
-    this.#headLen = fields.headLen;
+    this.deleted = (b[at + 5]! & T_DELETED) !== 0;
+    this.homed = (b[at + 5]! & T_HOMED) !== 0;
+    this.version = u64(b, at + 10);
+    this.first = u64(b, at + 18);
+    this.end = u64(b, at + 26);
+    this.#nameLen = u16(b, at + 6);
+    this.#headAt = at + ENTRY_FIXED + this.#nameLen + b[at + 8]!;
+    this.#headLen = u32(b, at + 34);
   }
 
   get kindCode(): number {
@@ -99,18 +100,32 @@ export class TableEntry {
   get nameBytes(): Uint8Array {
     return this.#block.subarray(this.#at + ENTRY_FIXED, this.#at + ENTRY_FIXED + this.#nameLen);
   }
-  /** A view of the head (copy it to keep it past the block). */
+  /** A view of the head, valid only until the block's buffer is read into again: keep `copyHead()`. */
   get head(): Uint8Array {
     return this.#block.subarray(this.#headAt, this.#headAt + this.#headLen);
   }
   get headLength(): number {
     return this.#headLen;
   }
+  /** The head, copied into a Uint8Array of its own (the block's buffer may be read into again). */
+  copyHead(): Uint8Array {
+    const out = new Uint8Array(this.#headLen);
+    out.set(this.#block.subarray(this.#headAt, this.#headAt + this.#headLen));
+    return out;
+  }
+  /** Rows [first, end), each copied into a Uint8Array of its own. */
+  copyRows(): Uint8Array[] {
+    return this.rows.map((r) => {
+      const out = new Uint8Array(r.length);
+      out.set(r);
+      return out;
+    });
+  }
   /** The entry's encoded bytes (length field included): what a round copies when the scope did not change. */
   get raw(): Uint8Array {
     return this.#block.subarray(this.#at, this.#at + this.#size);
   }
-  /** Views of rows [first, end) when inline; none when homed or deleted. */
+  /** Views of rows [first, end) when inline (none when homed or deleted), valid as `head` is: keep `copyRows()`. */
   get rows(): Uint8Array[] {
     const out: Uint8Array[] = [];
     if (this.deleted || this.homed) return out;
@@ -186,6 +201,10 @@ export function encodeEntry(p: EntryParts): Uint8Array {
 }
 
 /** The entries of a block, in order, every length checked; CORRUPT naming the file and offset otherwise. */
+function entryError(file: string, offset: number, why: string): Error {
+  return corrupt(`scope table ${file}: entry at offset ${offset} ${why}`, { file, offset });
+}
+
 export function decodeBlock(bytes: Uint8Array, file: string, blockOffset: number): TableEntry[] {
   const block = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const out: TableEntry[] = [];
@@ -193,31 +212,32 @@ export function decodeBlock(bytes: Uint8Array, file: string, blockOffset: number
   let prevAt = -1;
   let prevEnd = 0;
   while (at < block.length) {
-    const bad = (why: string): Error => corrupt(`scope table ${file}: entry at offset ${blockOffset + at} ${why}`, { file, offset: blockOffset + at });
-    if (block.length - at < 4) throw bad('is cut short');
+    if (block.length - at < 4) throw entryError(file, blockOffset + at, 'is cut short');
     const len = u32(block, at);
-    if (len < ENTRY_FIXED - 4 || len > MAX_ENTRY_BYTES || at + 4 + len > block.length) throw bad('has a length out of range');
+    if (len < ENTRY_FIXED - 4 || len > MAX_ENTRY_BYTES || at + 4 + len > block.length) throw entryError(file, blockOffset + at, 'has a length out of range');
     const stop = at + 4 + len;
     const kind = kindOfCode(block[at + 4]!);
     const flags = block[at + 5]!;
-    if (kind === undefined || (flags & ~(T_DELETED | T_HOMED)) !== 0 || block[at + 9] !== 0) throw bad('has an unknown kind or flag');
+    if (kind === undefined || (flags & ~(T_DELETED | T_HOMED)) !== 0 || block[at + 9] !== 0) throw entryError(file, blockOffset + at, 'has an unknown kind or flag');
     const nameLen = u16(block, at + 6);
     const idLen = block[at + 8]!;
     const headLen = u32(block, at + 34);
     const version = u64(block, at + 10);
     const first = u64(block, at + 18);
     const end = u64(block, at + 26);
-    if (nameLen < 1 || idLen < 1 || ![version, first, end].every(Number.isSafeInteger) || version < 1 || first > end) throw bad('has values out of range');
+    if (nameLen < 1 || idLen < 1 || !Number.isSafeInteger(version) || !Number.isSafeInteger(end) || version < 1 || first > end) {
+      throw entryError(file, blockOffset + at, 'has values out of range');
+    }
     const nameAt = at + ENTRY_FIXED;
     const headAt = nameAt + nameLen + idLen;
-    if (headAt + headLen > stop) throw bad('has lengths that disagree');
+    if (headAt + headLen > stop) throw entryError(file, blockOffset + at, 'has lengths that disagree');
     let name: string;
     let commitId: string;
     try {
       name = textAt(block, nameAt, nameAt + nameLen);
       commitId = textAt(block, nameAt + nameLen, headAt);
     } catch {
-      throw bad('has a name or commit id that is not UTF-8');
+      throw entryError(file, blockOffset + at, 'has a name or commit id that is not UTF-8');
     }
     const deleted = (flags & T_DELETED) !== 0;
     const homed = (flags & T_HOMED) !== 0;
@@ -225,20 +245,20 @@ export function decodeBlock(bytes: Uint8Array, file: string, blockOffset: number
     if (!deleted && !homed) {
       // Each row's length is bounded by the entry's bytes, so the count of rows cannot outrun them.
       for (let i = first; i < end; i++) {
-        if (p + 4 > stop) throw bad('holds fewer rows than it names');
+        if (p + 4 > stop) throw entryError(file, blockOffset + at, 'holds fewer rows than it names');
         const rl = u32(block, p);
-        if (p + 4 + rl > stop) throw bad('has a row longer than the entry');
+        if (p + 4 + rl > stop) throw entryError(file, blockOffset + at, 'has a row longer than the entry');
         p += 4 + rl;
       }
-    } else if (headLen !== 0 || (deleted && first !== end)) throw bad('is a tombstone or homed entry with inline parts');
-    if (p !== stop) throw bad('has bytes past its end');
+    } else if (headLen !== 0 || (deleted && first !== end)) throw entryError(file, blockOffset + at, 'is a tombstone or homed entry with inline parts');
+    if (p !== stop) throw entryError(file, blockOffset + at, 'has bytes past its end');
     if (prevAt >= 0) {
       const order = block[prevAt + 4]! - block[at + 4]! || block.compare(block, nameAt, nameAt + nameLen, prevAt + ENTRY_FIXED, prevEnd);
-      if (order >= 0) throw bad('is out of name order');
+      if (order >= 0) throw entryError(file, blockOffset + at, 'is out of name order');
     }
     prevAt = at;
     prevEnd = nameAt + nameLen;
-    out.push(new TableEntry(block, at, 4 + len, kind, name, commitId, { deleted, homed, version, first, end, nameLen, headAt, headLen }));
+    out.push(new TableEntry(block, at, kind, name, commitId));
     at = stop;
   }
   return out;

@@ -586,6 +586,34 @@ export class RealmHandle {
   }
 
 
+  /**
+   * At close: gives back each stripe's zero-filled space past its records, so a realm at rest takes
+   * the bytes of its records, not of their preallocation. Only under the stripe's lock (try-lock:
+   * a stripe another handle is writing keeps its space) and after adopting what a dead writer left
+   * past the note (so every record up to the cut is durable and published). Best effort: a stripe
+   * that cannot be trimmed stays as it is.
+   */
+  async trimStripeTails(): Promise<void> {
+    for (let j = 0; j < this.stripes.length; j++) {
+      const st = this.stripes[j]!;
+      if (st.poisoned !== null || st.mutex.busy) continue;
+      const release = await st.mutex.lock();
+      try {
+        if (!(await st.tryLock('trim'))) continue;
+        try {
+          await this.lockedCatchUp(j);
+          await st.trimTail(st.cursor);
+        } finally {
+          await st.unlock();
+        }
+      } catch {
+        // Nothing depends on the trim: the space stays allocated.
+      } finally {
+        release();
+      }
+    }
+  }
+
   async closeFiles(): Promise<void> {
     for (const st of this.stripes) await st.close();
     await this.table?.retire();
@@ -594,7 +622,7 @@ export class RealmHandle {
 
 /** A small scope's base as its table entry holds it (head and rows copied out of the block). */
 export function baseOfEntry(ent: TableEntry, cut: readonly number[]): HomeValue {
-  const head = ent.deleted ? new Uint8Array(0) : ent.head.slice();
+  const head = ent.deleted ? new Uint8Array(0) : ent.copyHead();
   return {
     kind: ent.kind,
     name: ent.name,
@@ -609,7 +637,7 @@ export function baseOfEntry(ent: TableEntry, cut: readonly number[]): HomeValue 
     head,
     headGen: null,
     rowFiles: [],
-    inlineRows: ent.rows.map((r) => r.slice()),
+    inlineRows: ent.copyRows(),
   };
 }
 

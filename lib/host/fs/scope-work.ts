@@ -40,8 +40,8 @@ class InlineState {
     this.commitId = ent?.commitId ?? '';
     this.deleted = ent?.deleted ?? false;
     this.first = ent?.first ?? 0;
-    this.head = ent?.head.slice() ?? new Uint8Array(0);
-    this.rows = ent === null ? [] : ent.rows.map((r) => r.slice());
+    this.head = ent?.copyHead() ?? new Uint8Array(0);
+    this.rows = ent === null ? [] : ent.copyRows();
     this.#rowBytes = 0;
     for (const r of this.rows) this.#rowBytes += 4 + r.length;
     if (ent?.deleted === true) this.first = ent.end;

@@ -481,7 +481,7 @@ export class FsHostStore implements HostStore {
     if (ent.deleted) return true;
     if (!ent.homed) {
       if (full()) return false;
-      heads.push({ name: ent.name, head: { version: ent.version, commitId: ent.commitId, head: ent.head.slice() } });
+      heads.push({ name: ent.name, head: { version: ent.version, commitId: ent.commitId, head: ent.copyHead() } });
       return true;
     }
     const r = this.#r;
@@ -624,6 +624,8 @@ export class FsHostStore implements HostStore {
           await exited;
           clearTimeout(timer);
         }
+        // The stripes' zero-filled space goes back (best effort, under their locks).
+        await this.#r.trimStripeTails();
         this.#r.closed = true;
         await this.#r.closeFiles();
       })();

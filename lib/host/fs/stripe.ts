@@ -482,6 +482,28 @@ export class Stripe {
   }
 
   /** Closes every file this stripe holds open (the lock too, which releases it). */
+  /**
+   * Under the file lock, with every record up to `end` durable and published: cuts file `end.seq`
+   * back to `end.offset`, giving back the zero-filled space ahead of the records. A writer that
+   * comes next writes at the end (the file grows with its frames) and preallocates again once past
+   * what it last knew. The cut is synced (a cut lost in a crash would only leave zeros, which never
+   * validate as a frame, but the sync keeps every write before an acknowledgement durable by then).
+   */
+  async trimTail(end: Position): Promise<void> {
+    const own = this.#writer !== null && this.#writer.seq === end.seq ? this.#writer : null;
+    const h = own?.handle ?? (await this.cfg.fs.open(this.fileOf(end.seq), 'write'));
+    try {
+      if ((await h.size()) > end.offset) {
+        await h.truncate(end.offset);
+        // Synced, so that no later acknowledgement waits on a cut another file's sync does not cover.
+        await h.datasync();
+      }
+      if (own !== null) own.allocated = end.offset;
+    } finally {
+      if (own === null) await h.close().catch(() => undefined);
+    }
+  }
+
   async close(): Promise<void> {
     if (this.lingerTimer !== null) clearTimeout(this.lingerTimer);
     this.lingerTimer = null;
@@ -502,7 +524,7 @@ export class Stripe {
  * Why a handle took a stripe's file lock: a commit group, an acquire, adopting strays, recovery at
  * open, a load settling a dead writer's unpublished records.
  */
-export type LockUse = 'group' | 'acquire' | 'strays' | 'recover' | 'settle';
+export type LockUse = 'group' | 'acquire' | 'strays' | 'recover' | 'settle' | 'trim';
 
 
 /** A group's write failed: `voided` tells whether the group is certain never to land. */

@@ -44,7 +44,7 @@ import {
 /** Decoded blocks a table keeps (about 16 KiB of file each). */
 const CACHED_BLOCKS = 16;
 /** A scan reads this much of consecutive blocks at once (into one buffer it reuses). */
-const SCAN_READ_BYTES = 64 * 1024;
+const SCAN_READ_BYTES = 128 * 1024;
 
 export function tablePath(realm: string, seq: number): string {
   return path.join(realm, TABLES_DIR, tableFileName(seq));
@@ -331,7 +331,7 @@ export class TableWriter {
     const last = this.#last;
     assert(last === null || compareKeys(last.kind, last.name, kind, name) < 0, 'scope table entries are added in key order');
     this.#last = { kind, name };
-    if (this.#blockFirst === null) this.#blockFirst = { kind, name: name.slice() };
+    if (this.#blockFirst === null) this.#blockFirst = { kind, name: Uint8Array.from(name) };
     this.#block.push(raw);
     this.#blockBytes += raw.length;
     this.#blockCrc = crc32(raw, this.#blockCrc);
