@@ -416,8 +416,10 @@ export class FsHostStore implements HostStore {
         await r.resolve(candidates, true);
         if (round < 8 && candidates.some((e) => r.view.stoppedOn(e) === PENDING)) continue;
         const page = await this.#page(kind, after, limit);
-        // A newer checkpoint came in while the page was read: read it again against that one.
-        if (epoch !== r.tableEpoch && round < 8) continue;
+        // A newer checkpoint came in while the page was read, or a large scope's home reflects
+        // records this handle has not read (a round is moving it): catch up and read it again.
+        if ((epoch !== r.tableEpoch || page === null) && round < 8) continue;
+        if (page === null) throw HostStoreError.unavailable('a listing did not settle');
         return page;
       }
     });
@@ -428,8 +430,9 @@ export class FsHostStore implements HostStore {
    * view holds records for (whose view state replaces their entry), the visible ones only, up to
    * `limit`, and one more looked for to tell whether the listing goes on.
    */
-  async #page(kind: ScopeKind, after: string | null, limit: number): Promise<HeadPage> {
+  async #page(kind: ScopeKind, after: string | null, limit: number): Promise<HeadPage | null> {
     const r = this.#r;
+    const behind = { home: false };
     const names = this.#sortedNames(kind);
     let vi = after === null ? 0 : upperBound(names, after);
     const heads: ListedHead[] = [];
@@ -452,15 +455,16 @@ export class FsHostStore implements HostStore {
     if (t !== null) {
       await t.scan(kind, after === null ? null : Buffer.from(after, 'utf8'), (ent) => {
         // Only when a scope of the view sorts at or before this entry does the view have a say.
-        if (vi >= names.length || compareNames(names[vi]!, ent.name) > 0) return this.#entryInPage(ent, kind, heads, full);
+        if (vi >= names.length || compareNames(names[vi]!, ent.name) > 0) return this.#entryInPage(ent, kind, heads, full, behind);
         return (async () => {
           const x = await this.#viewFirst(names, vi, ent.name, fromView);
           vi = x.vi;
           if (x.more !== true) return x.more === 'taken';
-          return this.#entryInPage(ent, kind, heads, full);
+          return this.#entryInPage(ent, kind, heads, full, behind);
         })();
       });
     }
+    if (behind.home) return null;
     while (!more && vi < names.length) if (!(await fromView(names[vi++]!))) break;
     const last = heads[heads.length - 1];
     return { heads, next: more && last !== undefined ? last.name : null };
@@ -475,9 +479,10 @@ export class FsHostStore implements HostStore {
 
   /**
    * A table entry no view state replaces: a tombstone is skipped, a small scope's head is in the
-   * entry (no turn of the event loop), a large scope's state is its home's.
+   * entry (no turn of the event loop), a large scope's state is its home's (unless the home is
+   * ahead of this handle: then `behind` is set and the page stops).
    */
-  #entryInPage(ent: TableEntry, kind: ScopeKind, heads: ListedHead[], full: () => boolean): boolean | Promise<boolean> {
+  #entryInPage(ent: TableEntry, kind: ScopeKind, heads: ListedHead[], full: () => boolean, behind: { home: boolean }): boolean | Promise<boolean> {
     if (ent.deleted) return true;
     if (!ent.homed) {
       if (full()) return false;
@@ -488,6 +493,12 @@ export class FsHostStore implements HostStore {
     const ref = { kind, name: ent.name, key: scopeKey({ kind, name: ent.name }) };
     return (async () => {
       const home = await r.readBase(ref);
+      if (r.ahead(home)) {
+        // Its home already holds records this handle has not read: so may other scopes' entries
+        // of the same batch, elsewhere. The page is read again after a catch-up.
+        behind.home = true;
+        return false;
+      }
       if (home === null || home.deleted) return true;
       if (full()) return false;
       heads.push({ name: ent.name, head: { version: home.version, commitId: home.commitId, head: await readHomeHead(r.fs, r.scopeDir(ref), home) } });
