@@ -19,6 +19,7 @@ import { assert } from '../../assert.js';
 import { corrupt } from '../../errors.js';
 import type { FileHandle, FileSystem } from '../../fs/types.js';
 import type { ScopeKind } from '../types.js';
+import { StripeGone } from './stripe-files.js';
 import {
   compareKeys,
   decodeBlock,
@@ -115,7 +116,9 @@ export class ScopeTable {
 
   /** Runs `fn` while the table's descriptor is kept open (a retired table closes after the last use). */
   async use<T>(fn: () => Promise<T>): Promise<T> {
-    assert(this.#closed === null, 'a scope table is used after it was closed');
+    // A reader that held on to a table a newer checkpoint retired: like a stripe file gone, the
+    // caller moves to the newer checkpoint and reads again.
+    if (this.#closed !== null) throw new StripeGone(this.file);
     this.#users++;
     try {
       return await fn();
