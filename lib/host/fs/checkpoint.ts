@@ -122,9 +122,10 @@ export async function checkpointRound(r: RealmHandle): Promise<boolean> {
 
 /**
  * The work of every touched scope, from its base: the table's entry, or the home cell of a homed
- * scope (CORRUPT when the table names a home that is missing). A home directory the table does not
- * name (a round that moved a scope to a home and was cut short before its checkpoint cell) is a
- * leftover: the scope starts from its entry, and the leftover's cell is written over or removed.
+ * scope (CORRUPT when the table names a home that is missing). Only a homed scope's home is read:
+ * a home directory the table does not name (a round that moved a scope to a home was cut short
+ * before its checkpoint cell) is never read, and is written over if the scope outgrows the table
+ * again.
  */
 async function startWork(r: RealmHandle, scopes: ReadonlyMap<string, Touched>): Promise<{ scopes: Map<string, ScopeWork>; bases: Map<string, HomeValue | null>; dirs: DirSyncs }> {
   const t = r.table;
@@ -134,15 +135,16 @@ async function startWork(r: RealmHandle, scopes: ReadonlyMap<string, Touched>): 
   await forEachLimited([...scopes.values()], 16, async (x) => {
     const nameBytes = r.nameBytesOf(x);
     const ent: TableEntry | null = t === null ? null : await t.find(x.kind, nameBytes);
-    const dir = r.scopeDir(x);
-    const cellNow = await readHomeCell(r.fs, dir);
+    const digest = (): string => r.digestOf(x.kind, x.name, x.key);
     if (ent?.homed === true) {
-      if (cellNow === null) throw corrupt(`the home of ${x.kind} scope ${JSON.stringify(x.name)} is missing, though the scope table names it`, { file: path.join(dir, HOME_STATE_FILE) });
-      out.set(x.key, new ScopeWork(r.fs, r.dir, x, nameBytes, r.digestOf(x.kind, x.name, x.key), dirs, ent, cellNow, null));
-      bases.set(x.key, cellNow.value);
+      const dir = r.scopeDir(x);
+      const cell = await readHomeCell(r.fs, dir);
+      if (cell === null) throw corrupt(`the home of ${x.kind} scope ${JSON.stringify(x.name)} is missing, though the scope table names it`, { file: path.join(dir, HOME_STATE_FILE) });
+      out.set(x.key, new ScopeWork(r.fs, r.dir, x, nameBytes, digest, dirs, ent, cell));
+      bases.set(x.key, cell.value);
       return;
     }
-    out.set(x.key, new ScopeWork(r.fs, r.dir, x, nameBytes, r.digestOf(x.kind, x.name, x.key), dirs, ent, null, cellNow?.cell ?? null));
+    out.set(x.key, new ScopeWork(r.fs, r.dir, x, nameBytes, digest, dirs, ent, null));
     bases.set(x.key, ent === null ? null : baseOfEntry(ent, t!.cut));
   });
   return { scopes: out, bases, dirs };

@@ -10,7 +10,6 @@
 // drop, append, head: view.ts `applyUpdate`), so the state a round writes is the state loads showed;
 // memory per small scope is bounded by INLINE_SCOPE_BYTES plus the rows of one update.
 
-import type { CellState } from '../../../cells/index.js';
 import type { FileSystem } from '../../fs/types.js';
 import type { ScopeKind } from '../types.js';
 import { encodeEntry, entryBytes, INLINE_SCOPE_BYTES, KIND_CODE, type TableEntry } from './format.js';
@@ -106,16 +105,14 @@ export class ScopeWork {
   readonly nameBytes: Uint8Array;
   readonly #fs: FileSystem;
   readonly #realm: string;
-  readonly #digest: string;
+  /** The scope's digest (its home's directory name), computed only when a home is needed. */
+  readonly #digest: () => string;
   readonly #dirs: DirSyncs;
   #inline: InlineState | null;
   #home: HomeBuilder | null;
   /** The version the scope's base had (the table's entry, or its home's value). */
   readonly baseVersion: number;
-  /** The scope had a home when the round started (or one a round cut short left). */
-  readonly #homeCell: CellState | null;
-
-  constructor(fs: FileSystem, realm: string, scope: { kind: ScopeKind; name: string }, nameBytes: Uint8Array, digest: string, dirs: DirSyncs, ent: TableEntry | null, home: HomeCell | null, leftover: CellState | null) {
+  constructor(fs: FileSystem, realm: string, scope: { kind: ScopeKind; name: string }, nameBytes: Uint8Array, digest: () => string, dirs: DirSyncs, ent: TableEntry | null, home: HomeCell | null) {
     this.kind = scope.kind;
     this.name = scope.name;
     this.nameBytes = nameBytes;
@@ -123,10 +120,9 @@ export class ScopeWork {
     this.#realm = realm;
     this.#digest = digest;
     this.#dirs = dirs;
-    this.#homeCell = home?.cell ?? leftover;
     if (home !== null) {
       this.#inline = null;
-      this.#home = new HomeBuilder(fs, realm, scope.kind, scope.name, digest, home, dirs);
+      this.#home = new HomeBuilder(fs, realm, scope.kind, scope.name, digest(), home, dirs);
       this.baseVersion = home.value.version;
     } else {
       this.#inline = new InlineState(ent);
@@ -165,8 +161,10 @@ export class ScopeWork {
     if (inline === null) return this.#home!.apply(u, commitId, rows, head);
     inline.apply(u, commitId, rows, head);
     if (!inline.deleted && inline.bytes(this.nameBytes.length) > INLINE_SCOPE_BYTES) {
-      // Outgrown: from now on the scope's rows are in its home.
-      const b = new HomeBuilder(this.#fs, this.#realm, this.kind, this.name, this.#digest, null, this.#dirs, this.#homeCell);
+      // Outgrown: from now on the scope's rows are in its home. A home directory a round cut short
+      // left (no table names it) is written over: its first cell write replaces any cell file
+      // there (temporary file, rename), and the files the new cell does not name are removed.
+      const b = new HomeBuilder(this.#fs, this.#realm, this.kind, this.name, this.#digest(), null, this.#dirs);
       await b.seed(inline);
       this.#home = b;
       this.#inline = null;
@@ -199,7 +197,7 @@ export class ScopeWork {
         head: s.deleted ? new Uint8Array(0) : s.head,
         rows: s.deleted ? [] : s.rows,
       });
-      return { row: { kind: code, nameBytes: this.nameBytes, raw, live: !s.deleted }, giveUp: this.#homeCell !== null };
+      return { row: { kind: code, nameBytes: this.nameBytes, raw, live: !s.deleted }, giveUp: false };
     }
     if (home.deleted) {
       // A tombstone goes back to the table: it needs a name, a version and a commit id, not a directory.

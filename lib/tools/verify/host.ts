@@ -941,7 +941,7 @@ export async function checkHostRealm(ctx: VerifyContext, dir: string, names: rea
       await sawLeftover(
         ctx,
         path.join(h.dir, HOME_STATE),
-        `host home of ${h.value.kind} ${JSON.stringify(h.value.name)}: the scope table does not name it (a round that moved the scope to a home was cut short, or a deleted scope's home not removed yet): never read; a later round writes over it or removes it`,
+        `host home of ${h.value.kind} ${JSON.stringify(h.value.name)}: the scope table does not name it (a round that moved the scope to a home was cut short, or a deleted scope's home not removed yet): never read; a round that moves the scope to a home again writes over it`,
       );
     }
   }
