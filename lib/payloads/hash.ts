@@ -20,6 +20,7 @@
 //   `threadHash()` starts a new thread; if none can be started, it answers an inline hash.
 
 import { createHash, type Hash } from 'node:crypto';
+import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { SeglogError } from '../errors.js';
 
@@ -96,6 +97,8 @@ class HashThread {
   readonly #waiting = new Map<number, Waiter>();
   #nextId = 1;
   #stopped: SeglogError | null = null;
+  /** Hashes of payloads using this thread that have not asked for their digest nor been abandoned. */
+  jobs = 0;
   #terminating = false;
 
   constructor() {
@@ -149,18 +152,33 @@ class HashThread {
   }
 }
 
-let thread: HashThread | null = null;
+/**
+ * Hashing threads at most: two, so that two puts or gets at once hash on two cores (one SHA-256
+ * stream cannot be split, and one thread caps every payload in flight together at one core's
+ * SHA-256 speed); never more than the machine's cores.
+ */
+const MAX_THREADS = Math.max(1, Math.min(2, availableParallelism()));
+
+const threads: HashThread[] = [];
 let nextJob = 1;
 
-function liveThread(): HashThread | null {
-  if (thread === null || thread.stopped) {
-    try {
-      thread = new HashThread();
-    } catch {
-      thread = null; // no threads here: hash inline
-    }
+/**
+ * The thread for a new job: the live one with the fewest jobs; a further thread is started only
+ * when every live one already has a job (so one payload at a time never costs a second thread's
+ * memory). Null when no thread can be started at all.
+ */
+function threadForJob(): HashThread | null {
+  for (let i = threads.length - 1; i >= 0; i--) if ((threads[i] as HashThread).stopped) threads.splice(i, 1);
+  let best: HashThread | null = null;
+  for (const t of threads) if (best === null || t.jobs < best.jobs) best = t;
+  if (best !== null && (best.jobs === 0 || threads.length >= MAX_THREADS)) return best;
+  try {
+    const t = new HashThread();
+    threads.push(t);
+    return t;
+  } catch {
+    return best; // no more threads here: share one, or hash inline
   }
-  return thread;
 }
 
 class ThreadHash implements PayloadHash {
@@ -171,6 +189,13 @@ class ThreadHash implements PayloadHash {
 
   constructor(t: HashThread) {
     this.#thread = t;
+    t.jobs++;
+  }
+
+  #release(): void {
+    if (this.#done) return;
+    this.#done = true;
+    this.#thread.jobs--;
   }
 
   async update(frames: Uint8Array, chunkBytes: number): Promise<Uint8Array> {
@@ -186,7 +211,7 @@ class ThreadHash implements PayloadHash {
 
   async digest(): Promise<Uint8Array> {
     if (this.#done) throw new Error('payload hash used after its digest or abandon');
-    this.#done = true;
+    this.#release();
     const reply = await this.#thread.request((id) => ({ op: 'digest', id, job: this.#job }));
     if (!('digest' in reply)) throw new Error('the hashing thread answered a digest request without a digest');
     return reply.digest;
@@ -194,19 +219,23 @@ class ThreadHash implements PayloadHash {
 
   abandon(): void {
     if (this.#done) return;
-    this.#done = true;
+    this.#release();
     this.#thread.tell({ op: 'drop', job: this.#job });
   }
 }
 
 /** A hash on the hashing thread (inline when no thread can be started). */
 export function threadHash(): PayloadHash {
-  const t = liveThread();
+  const t = threadForJob();
   return t === null ? new InlineHash() : new ThreadHash(t);
 }
 
-/** Test support: stops the hashing thread as a crash inside it would; answers when it is gone. */
+/** Test support: stops every hashing thread as a crash inside it would; answers when they are gone. */
 export async function stopHashThreadForTests(): Promise<void> {
-  const t = thread;
-  if (t !== null) await t.terminate();
+  await Promise.all(threads.map((t) => t.terminate()));
+}
+
+/** Test support: how many hashing threads are running. */
+export function hashThreadsForTests(): number {
+  return threads.filter((t) => !t.stopped).length;
 }
