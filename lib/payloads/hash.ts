@@ -1,23 +1,29 @@
-// SHA-256 of a payload fed batch by batch: on the calling thread, or on the hashing thread.
+// SHA-256 of a payload fed batch by batch: on the calling thread, or on a hashing thread.
 //
 // Owns: `PayloadHash` and its two kinds — `inlineHash()` hashes on the calling thread;
-// `threadHash()` hands each batch to the process's one hashing thread (./hash-worker.ts), so that
-// the event loop can copy, checksum, read and write the next batch meanwhile — and that thread's
-// life. Why a thread at all: SHA-256 runs at about 1.6 GB/s on one core here, slower than the page
-// cache takes writes and serves reads, so on the event loop it would bound a put or a get to less
-// than the disk's speed; the machine has a second core. Why not always: a hand-off costs about
-// 30 µs each way, more than hashing a small payload (docs/payloads.md, "Measurements").
+// `threadHash()` hands each batch to one of the process's hashing threads (./hash-worker.ts, at
+// most MAX_THREADS), so that the event loop can copy, checksum, read and write the next batch
+// meanwhile — and those threads' lives. Why a thread at all: SHA-256 runs at about 1.6–1.9 GB/s
+// on one core here, slower than the page cache takes writes and serves reads, so on the event
+// loop it would bound a put or a get to less than the disk's speed; the machine has a second
+// core. Why a second thread: one SHA-256 stream cannot be split, so with one thread every
+// payload in flight at once shares one core's hashing speed. Why not always: a hand-off costs
+// about 30 µs each way, more than hashing a small payload (docs/payloads.md, "Measurements").
 // Guarantees:
 // - Both kinds hash exactly the payload bytes of the frames they are given (each frame is
 //   `chunkBytes` of payload and a 4-byte CRC32; a batch's last frame may be shorter), in the order
-//   `update` was called; `digest` answers the SHA-256 of all of them.
+//   `update` was called; `digest` answers the SHA-256 of all of them. One payload's batches all
+//   go to the same thread (its SHA-256 state lives there).
 // - A thread hash reads a batch in shared memory while the caller may write it to a file; the
 //   caller must not change it until `update` resolved. A batch in an ordinary ArrayBuffer is
 //   moved to the thread (detached here) and back: use only the view `update` resolves with.
-// - The thread starts at the first `threadHash()`, is kept for the next, and keeps the process
-//   alive only while a request is outstanding. If it stops (an error inside it, or terminated),
-//   every outstanding request rejects with IO_ERROR, nothing is retried, and the next
-//   `threadHash()` starts a new thread; if none can be started, it answers an inline hash.
+// - The first thread starts at the first `threadHash()`; a second starts only when a
+//   `threadHash()` finds every running thread with a payload still being hashed (one payload at
+//   a time never costs a second thread's memory). Threads are kept for the next payloads, and each
+//   keeps the process alive only while a request to it is outstanding. If one stops (an error
+//   inside it, or terminated), every outstanding request to it rejects with IO_ERROR, nothing is
+//   retried, and later `threadHash()` calls start a new one; if none can be started, they share
+//   a running one, or answer an inline hash when there is none.
 
 import { createHash, type Hash } from 'node:crypto';
 import { availableParallelism } from 'node:os';
@@ -145,10 +151,12 @@ class HashThread {
   }
 
   /** Stops the thread; the process stays alive until it is gone (an unref'd worker would not). */
-  terminate(): Promise<number> {
+  async terminate(): Promise<number> {
     this.#terminating = true;
     this.#worker.ref();
-    return this.#worker.terminate();
+    const code = await this.#worker.terminate();
+    this.#stop(new Error(`the hashing thread was terminated (exit code ${code})`)); // whichever comes first, 'exit' or this
+    return code;
   }
 }
 

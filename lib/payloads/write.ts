@@ -4,10 +4,12 @@
 // included), cuts it into chunks of `chunkBytes`, appends each chunk's CRC32 (format.ts), writes
 // the frames at increasing positions, and answers the body's SHA-256. The work is a pipeline of
 // batches of 1 MiB of payload (whole frames): while the event loop copies and checksums batch N+1,
-// batch N is written by the thread pool and hashed by the hashing thread (hash.ts; a body that
-// fits one batch is hashed on the event loop, where that is faster), and every EARLY_SYNC_BYTES
-// an fdatasync of the file runs meanwhile, so that the disk is already writing while the rest
-// is hashed (the caller's final fdatasync then has only the tail left). Guarantees:
+// batch N is written by the thread pool and hashed by a hashing thread (hash.ts; a body that
+// fits one batch is hashed on the event loop, where that is faster), and fdatasyncs of the file
+// run meanwhile (one at a time: whenever EARLY_SYNC_BYTES more were written, checked as each
+// write lands and as each sync ends, and once more when the last frame is written while its hash
+// is still running), so that the disk is already writing while the rest is hashed and the
+// caller's final fdatasync has little more than the header left. Guarantees:
 // - Bounded memory: at most MAX_BATCHES batch buffers, whatever the payload's size; the body's own
 //   chunks are copied, never kept.
 // - The frames are written in order, one write in flight at a time; a write is never issued
