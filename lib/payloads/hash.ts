@@ -2,7 +2,7 @@
 //
 // Owns: `PayloadHash` and its two kinds — `inlineHash()` hashes on the calling thread;
 // `threadHash()` hands each batch to one of the process's hashing threads (./hash-worker.ts, at
-// most MAX_THREADS), so that the event loop can copy, checksum, read and write the next batch
+// most two), so that the event loop can copy, checksum, read and write the next batch
 // meanwhile — and those threads' lives. Why a thread at all: SHA-256 runs at about 1.6–1.9 GB/s
 // on one core here, slower than the page cache takes writes and serves reads, so on the event
 // loop it would bound a put or a get to less than the disk's speed; the machine has a second
@@ -17,9 +17,9 @@
 // - A thread hash reads a batch in shared memory while the caller may write it to a file; the
 //   caller must not change it until `update` resolved. A batch in an ordinary ArrayBuffer is
 //   moved to the thread (detached here) and back: use only the view `update` resolves with.
-// - The first thread starts at the first `threadHash()`; a second starts only when a
-//   `threadHash()` finds every running thread with a payload still being hashed (one payload at
-//   a time never costs a second thread's memory). Threads are kept for the next payloads, and each
+// - The first thread starts at the first `threadHash()`; a second (only on a machine of three
+//   cores or more) starts only when a `threadHash()` finds every running thread with a payload
+//   still being hashed (one payload at a time never costs a second thread's memory). Threads are kept for the next payloads, and each
 //   keeps the process alive only while a request to it is outstanding. If one stops (an error
 //   inside it, or terminated), every outstanding request to it rejects with IO_ERROR, nothing is
 //   retried, and later `threadHash()` calls start a new one; if none can be started, they share
@@ -161,11 +161,14 @@ class HashThread {
 }
 
 /**
- * Hashing threads at most: two, so that two puts or gets at once hash on two cores (one SHA-256
- * stream cannot be split, and one thread caps every payload in flight together at one core's
- * SHA-256 speed); never more than the machine's cores.
+ * Hashing threads at most: two where the machine has a core for each besides the event loop's,
+ * so that two puts or gets at once hash on two cores (one SHA-256 stream cannot be split, and one
+ * thread caps every payload in flight together at one core's SHA-256 speed); one otherwise. On
+ * two cores the event loop and one hashing thread already keep both busy: four puts at once
+ * there cost 1.45 ms of CPU per MiB in all, so two cores cap them at about 1,400 MiB/s together,
+ * below one thread's SHA-256 speed, and a second thread would buy nothing but its memory.
  */
-const MAX_THREADS = Math.max(1, Math.min(2, availableParallelism()));
+let maxThreads = Math.max(1, Math.min(2, availableParallelism() - 1));
 
 const threads: HashThread[] = [];
 let nextJob = 1;
@@ -179,7 +182,7 @@ function threadForJob(): HashThread | null {
   for (let i = threads.length - 1; i >= 0; i--) if ((threads[i] as HashThread).stopped) threads.splice(i, 1);
   let best: HashThread | null = null;
   for (const t of threads) if (best === null || t.jobs < best.jobs) best = t;
-  if (best !== null && (best.jobs === 0 || threads.length >= MAX_THREADS)) return best;
+  if (best !== null && (best.jobs === 0 || threads.length >= maxThreads)) return best;
   try {
     const t = new HashThread();
     threads.push(t);
@@ -241,6 +244,13 @@ export function threadHash(): PayloadHash {
 /** Test support: stops every hashing thread as a crash inside it would; answers when they are gone. */
 export async function stopHashThreadForTests(): Promise<void> {
   await Promise.all(threads.map((t) => t.terminate()));
+}
+
+/** Test support: sets how many hashing threads may run (as on a machine with more cores); answers the old bound. */
+export function setMaxHashThreadsForTests(n: number): number {
+  const old = maxThreads;
+  maxThreads = n;
+  return old;
 }
 
 /** Test support: how many hashing threads are running. */
