@@ -19,11 +19,11 @@
 //   moved to the thread (detached here) and back: use only the view `update` resolves with.
 // - The first thread starts at the first `threadHash()`; a second (only on a machine of three
 //   cores or more) starts only when a `threadHash()` finds every running thread with a payload
-//   still being hashed (one payload at a time never costs a second thread's memory). Threads are kept for the next payloads, and each
-//   keeps the process alive only while a request to it is outstanding. If one stops (an error
-//   inside it, or terminated), every outstanding request to it rejects with IO_ERROR, nothing is
-//   retried, and later `threadHash()` calls start a new one; if none can be started, they share
-//   a running one, or answer an inline hash when there is none.
+//   still being hashed (one payload at a time never costs a second thread's memory). Threads are
+//   kept for the next payloads, and each keeps the process alive only while a request to it is
+//   outstanding. If one stops (an error inside it, or terminated), every outstanding request to
+//   it rejects with IO_ERROR, nothing is retried, and later `threadHash()` calls start a new one;
+//   if none can be started, they share a running one, or answer an inline hash when there is none.
 
 import { createHash, type Hash } from 'node:crypto';
 import { availableParallelism } from 'node:os';
@@ -235,7 +235,7 @@ class ThreadHash implements PayloadHash {
   }
 }
 
-/** A hash on the hashing thread (inline when no thread can be started). */
+/** A hash on a hashing thread (inline when no thread can be started). */
 export function threadHash(): PayloadHash {
   const t = threadForJob();
   return t === null ? new InlineHash() : new ThreadHash(t);

@@ -187,8 +187,8 @@ export async function writeFrames(
   const drain = async (): Promise<void> => {
     await Promise.allSettled(inFlight.map((b) => b.settled));
     inFlight.length = 0;
-    // Every write and hash has finished: a sync that ends now starts no other (none is due), so
-    // once none is running none will be.
+    // Every write and hash has finished. From here no sync starts (what is still unsynced is the
+    // caller's final fdatasync's): wait for the one running, if any.
     stopping = true;
     for (let running = earlySync; running !== null; running = earlySync) await running;
   };
