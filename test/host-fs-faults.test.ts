@@ -47,17 +47,23 @@ async function seen(store: FsHostStore): Promise<{ commitId: string; version: nu
   return { commitId: h.commitId, version: h.version, rows: rows.map((r) => Buffer.from(r.data).toString()) };
 }
 
-/**
- * A writer that committed `acked` batches, then met `rule` inside batch `bad`: answers the code, and
- * checks what a second process and the power-loss image (durable only) show.
- */
-async function faultInCommit(rules: FaultRule[]): Promise<{ answer: string; after: string; other: Awaited<ReturnType<typeof seen>>; durable: Awaited<ReturnType<typeof seen>>; laterWrites: Awaited<ReturnType<typeof seen>> }> {
+/** A writer over a FaultyFs holding the fence, with X committed twice (c1, c2). */
+async function writerWithTwoCommits(): Promise<{ machine: MemoryFs; open: ReturnType<typeof setup>['open']; faulty: FaultyFs; a: FsHostStore; token: number }> {
   const { machine, open } = setup();
   const faulty = new FaultyFs(machine.newProcess());
   const a = await open(faulty);
   const { token } = await a.acquireFence('exclusive');
   await a.commit(CommitBatch.tryNew('c1', token, [{ scope: X, previous: null, next: 1, head: te.encode('h1'), append: [te.encode('r1')] }]));
   await a.commit(CommitBatch.tryNew('c2', token, next(1, 'c2')));
+  return { machine, open, faulty, a, token };
+}
+
+/**
+ * A writer that committed `acked` batches, then met `rule` inside batch `bad`: answers the code, and
+ * checks what a second process and the power-loss image (durable only) show.
+ */
+async function faultInCommit(rules: FaultRule[]): Promise<{ answer: string; after: string; other: Awaited<ReturnType<typeof seen>>; durable: Awaited<ReturnType<typeof seen>>; laterWrites: Awaited<ReturnType<typeof seen>> }> {
+  const { machine, open, faulty, a, token } = await writerWithTwoCommits();
   for (const rule of rules) faulty.fail(rule);
   const answer = await code(a.commit(CommitBatch.tryNew('bad', token, next(2, 'bad'))));
   faulty.clearFaults();
@@ -241,12 +247,7 @@ for (const [what, rule] of [
   ['the fdatasync after the cut (EIO)', { kind: 'datasync', path: STRIPE }],
 ] as [string, FaultRule][]) {
   test(`a fault in the stripe trim at close: ${what}; close resolves; nothing committed is lost; the next writer goes on`, async () => {
-    const { machine, open } = setup();
-    const faulty = new FaultyFs(machine.newProcess());
-    const a = await open(faulty);
-    const { token } = await a.acquireFence('exclusive');
-    await a.commit(CommitBatch.tryNew('c1', token, [{ scope: X, previous: null, next: 1, head: te.encode('h1'), append: [te.encode('r1')] }]));
-    await a.commit(CommitBatch.tryNew('c2', token, next(1, 'c2')));
+    const { machine, open, faulty, a } = await writerWithTwoCommits();
     const fault = faulty.fail(rule);
     await a.close();
     assert.equal(fault.hits, 1, 'the trim met the fault');
