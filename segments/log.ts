@@ -49,6 +49,9 @@ const MAX_BATCH_FRAME_BYTES = 2048 * (1 << 20);
 export async function openSegmentedLog(dir: string, options: SegmentedLogOptions = {}): Promise<SegmentedLog> {
   const config = parseLogOptions(dir, options);
   const fs = config.fs;
+  // One turn of the event loop first: a reopen may make every file-system call on the calling
+  // thread (lib/fs/real.ts), and a loop of opens would never let timers or I/O run.
+  await nextTurn();
   // Directories this call creates must be made durable in their parents (a new directory is an
   // entry of its parent): the new-log path syncs them before its first manifest.
   let created: string[];

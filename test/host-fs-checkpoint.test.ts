@@ -159,3 +159,105 @@ test('a handle behind a checkpoint round that removed the successor of its file 
     await rm(root, { recursive: true, force: true });
   }
 });
+
+// The stress that found the case above: on the real file system, a writer's checkpoint rounds run
+// on the worker thread while two other handles write scopes of their own (their cursors fall
+// behind the rounds between their commits) and a loop opens fresh handles and loads. Every commit
+// and every open answers, and a fresh handle at the end reads every scope at the version its
+// writer reached, with all its rows.
+test('two more writing handles and a loop of opens beside a writer whose rounds remove stripe files: every call answers, nothing is lost', { timeout: 120_000 }, async () => {
+  const root = await mkdtemp(join(tmpdir(), 'seglog-host-ckpt-stress-'));
+  const dir = join(root, 'realm');
+  const options = { stripes: 2, stripeFileBytes: 64 * 1024, preallocBytes: 8 * 1024, checkpointBytes: 32 * 1024 };
+  const open: FsHostStore[] = [];
+  const track = (s: FsHostStore): FsHostStore => (open.push(s), s);
+  try {
+    const a = track(await openFsHostStore(dir, options));
+    const { token } = await a.acquireFence('exclusive');
+    const b = track(await openFsHostStore(dir, options));
+    const c = track(await openFsHostStore(dir, { ...options, checkpointIn: 'thread', checkpointBytes: 48 * 1024 }));
+    const rounds = 150;
+    const writer = async (store: FsHostStore, tag: string, n: number, paced: boolean): Promise<{ scopes: ScopeRef[]; versions: number[] }> => {
+      const scopes: ScopeRef[] = Array.from({ length: n }, (_, i) => ({ kind: 'session', name: `${tag}-${i}` }));
+      const versions = scopes.map(() => 0);
+      for (let round = 0; round < rounds; round++) {
+        // The paced writers let the busy one roll and checkpoint past their cursors.
+        if (paced && round % 10 === 0) await new Promise((r) => setTimeout(r, 20));
+        await Promise.all(
+          scopes.map(async (scope, i) => {
+            const v = versions[i]!;
+            const row = te.encode(`${tag}-${i}-${round}-${'r'.repeat(100 + ((i * 37) % 300))}${i % 4 === 0 ? 'L'.repeat(700) : ''}`);
+            await store.commit(CommitBatch.tryNew(`${tag}-${i}-${round}`, token, [{ scope, previous: v === 0 ? null : v, next: v + 1, head: te.encode(`h${round}`), append: [row] }]));
+            versions[i] = v + 1;
+          }),
+        );
+      }
+      return { scopes, versions };
+    };
+    let writing = true;
+    let opens = 0;
+    const opener = (async () => {
+      while (writing) {
+        const r = await openFsHostStore(dir, { ...options, checkpointIn: 'thread' });
+        try {
+          for (let i = 0; i < 16; i++) await r.loadHead({ kind: 'session', name: `a-${i}` });
+        } finally {
+          await r.close();
+        }
+        opens++;
+      }
+    })();
+    let written: { scopes: ScopeRef[]; versions: number[] }[];
+    try {
+      written = await Promise.all([writer(a, 'a', 16, false), writer(b, 'b', 2, true), writer(c, 'c', 3, true)]);
+    } finally {
+      writing = false;
+      await opener;
+    }
+    assert.ok(opens > 0, 'the loop opened handles while the writers ran');
+    const stripeFiles = (await readdir(join(dir, 'stripes', '0'))).filter((n) => n.endsWith('.wal'));
+    assert.ok(!stripeFiles.includes('0000000000000000.wal'), 'rounds removed stripe files meanwhile');
+    for (const s of open.splice(0)) await s.close();
+    const again = track(await openFsHostStore(dir, options));
+    for (const { scopes, versions } of written) {
+      for (const [i, scope] of scopes.entries()) {
+        assert.equal((await again.loadHead(scope))?.version, versions[i], `${scope.name} version`);
+        assert.equal((await again.readRows(scope, 0, 100_000)).length, versions[i], `${scope.name} rows`);
+      }
+    }
+  } finally {
+    for (const s of open) await s.close().catch(() => undefined);
+    await rm(root, { recursive: true, force: true });
+  }
+});
+
+// Every file-system call of an open, a load and a close of a realm at rest may be made on the
+// calling thread (lib/fs/real.ts): without the turn of the event loop an open waits, a loop of
+// them would run to its end before any timer or I/O callback (the stress above hung so).
+test('a loop of opens, loads and closes of a realm at rest lets timers run', { timeout: 60_000 }, async () => {
+  const root = await mkdtemp(join(tmpdir(), 'seglog-host-open-turn-'));
+  const dir = join(root, 'realm');
+  try {
+    const options = { stripes: 2, checkpointIn: 'thread' as const };
+    const store = await openFsHostStore(dir, options);
+    const { token } = await store.acquireFence('exclusive');
+    const scope: ScopeRef = { kind: 'session', name: 'x' };
+    await store.commit(CommitBatch.tryNew('c1', token, [{ scope, previous: null, next: 1, head: te.encode('h'), append: [te.encode('r')] }]));
+    await store.close();
+    let fired = 0;
+    const timer = setInterval(() => fired++, 1);
+    let loops = 0;
+    try {
+      for (; loops < 500 && fired < 3; loops++) {
+        const s = await openFsHostStore(dir, options);
+        assert.equal((await s.loadHead(scope))?.version, 1);
+        await s.close();
+      }
+    } finally {
+      clearInterval(timer);
+    }
+    assert.ok(fired >= 3, `a timer ran during the loop (${fired} times in ${loops} opens)`);
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
+});

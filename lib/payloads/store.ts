@@ -29,6 +29,7 @@
 import { lockDirectory } from '../fs/lock.js';
 import { ownEntry } from '../fs/own-entry.js';
 import * as path from 'node:path';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { randomBytes } from 'node:crypto';
 import { SeglogError, closed, corrupt, fromIo, invalid, notFound, poisoned } from '../errors.js';
 import { assert } from '../assert.js';
@@ -227,6 +228,9 @@ export async function openPayloadStore(dir: string, options: PayloadStoreOptions
   const fs = options.fs ?? realFs;
   // An owner that recorded the store's clean close (a Raft node) knows its files are durable.
   const knownDurable = (options as KnownDurable).knownDurable === true;
+  // One turn of the event loop first: such an open may make every file-system call on the calling
+  // thread (lib/fs/real.ts), and a loop of opens would never let timers or I/O run.
+  await nextTurn();
 
   try {
     await fs.mkdir(dir);

@@ -28,6 +28,7 @@ import { lockDirectory } from '../fs/lock.js';
 import { makeDirectories } from '../fs/make-dirs.js';
 import { ownEntry } from '../fs/own-entry.js';
 import * as path from 'node:path';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 
 import { closed, corrupt, fromIo } from '../errors.js';
 import type { FileHandle, FileSystem } from '../fs/types.js';
@@ -70,6 +71,9 @@ export interface RaftNode<P extends StateMachinePlugin<unknown> = KvPlugin> {
 export async function openRaftNode<P extends StateMachinePlugin<unknown> = KvPlugin>(dir: string, options: RaftNodeOptions<P> = {}): Promise<RaftNode<P>> {
   const settings = parseNodeOptions(dir, options);
   const fs = settings.fs;
+  // One turn of the event loop first: an open after a clean close may make every file-system
+  // call on the calling thread (lib/fs/real.ts), and a loop of opens would never let I/O run.
+  await nextTurn();
   try {
     const created = await makeDirectories(fs, dir);
     // A directory this open made is an entry of its parent: durable only after the parent's sync.

@@ -118,6 +118,9 @@ export async function openFsHostStore(dir: string, options: FsHostStoreOptions =
   if (typeof dir !== 'string' || dir.length === 0) throw HostStoreError.invalid('a host store needs a directory path');
   const timing = checkTiming(options.timing);
   const holderId = checkHolderId(options.holderId, MAX_HOLDER_ID_BYTES);
+  // One turn of the event loop first: every file-system call of an open may be made on the
+  // calling thread (lib/fs/real.ts), and a loop of opens would then never let timers or I/O run.
+  await nextTurn();
   // No boot id on this platform: leases then cannot tell a reboot (see docs/host-store.md).
   const bootText = await (options.bootId ?? readBootId)();
   if (typeof bootText !== 'string' || bootText.length === 0) throw HostStoreError.invalid('bootId must answer a non-empty string');
