@@ -319,12 +319,13 @@ export class Committer {
   #decide(s: number, members: readonly Member[]): { accepted: Member[]; followers: Map<Member, Member[]> | null } {
     const overlay = this.#overlay;
     const byCommitId = this.#byCommitId;
-    overlay.clear();
-    byCommitId.clear();
+    // Left empty by every group (cleared at the end below); a lone member records nothing in them
+    // (no member after it reads them), which spares their tables a clear per commit.
+    const record = members.length > 1;
     const accepted: Member[] = [];
     let followers: Map<Member, Member[]> | null = null;
     for (const m of members) {
-      const v = this.#check(s, m, overlay, byCommitId);
+      const v = this.#check(s, m, overlay, byCommitId, record);
       if (v.kind === 'refuse') answer(m, v.error);
       else if (v.kind === 'landed') answer(m);
       else if (v.kind === 'same') {
@@ -332,11 +333,13 @@ export class Committer {
         followers.set(v.as, [...(followers.get(v.as) ?? []), m]);
       } else {
         accepted.push(m);
-        byCommitId.set(m.batch.commitId, m);
+        if (record) byCommitId.set(m.batch.commitId, m);
       }
     }
-    overlay.clear();
-    byCommitId.clear();
+    if (record) {
+      overlay.clear();
+      byCommitId.clear();
+    }
     return { accepted, followers };
   }
 
@@ -390,7 +393,7 @@ export class Committer {
   }
 
   /** The checks of one member against the view and the members accepted before it in its group (lib/host/plan.ts). */
-  #check(s: number, m: Member, overlay: Map<ScopeEntry, Tip>, byCommitId: Map<string, Member>): Verdict {
+  #check(s: number, m: Member, overlay: Map<ScopeEntry, Tip>, byCommitId: Map<string, Member>, record: boolean): Verdict {
     const r = this.#r;
     const batch = m.batch;
     const earlier = byCommitId.get(batch.commitId);
@@ -406,7 +409,7 @@ export class Committer {
       if (err instanceof HostStoreError) return { kind: 'refuse', error: err };
       throw err;
     }
-    for (let i = 0; i < m.entries.length; i++) overlay.set(m.entries[i]!, next[i]!);
+    if (record) for (let i = 0; i < m.entries.length; i++) overlay.set(m.entries[i]!, next[i]!);
     return ACCEPT;
   }
 }
