@@ -115,7 +115,7 @@ export class Committer {
     const entries: ScopeEntry[] = new Array(n);
     const names: Uint8Array[] = new Array(n);
     const homes: number[] = new Array(n);
-    // Not Infinity: a double here would reach every record's \`stripe\` field (boxed by V8 then).
+    // Not Infinity: a double here would reach every record's `stripe` field (boxed by V8 then).
     let stripe = -1;
     for (let i = 0; i < n; i++) {
       const scope = updates[i]!.scope;
