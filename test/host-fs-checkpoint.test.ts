@@ -33,9 +33,13 @@ async function expectScope(store: FsHostStore, ref: ScopeRef, want: { version: n
 test('checkpoint rounds on a worker thread move the stripes into the scope table and the homes while commits go on', { timeout: 120_000 }, async () => {
   const root = await mkdtemp(join(tmpdir(), 'seglog-host-ckpt-'));
   const dir = join(root, 'realm');
+  // Every handle is closed however the test ends: an open one (and its checkpoint worker) would
+  // keep the test process alive.
+  const open: FsHostStore[] = [];
+  const track = (s: FsHostStore): FsHostStore => (open.push(s), s);
   try {
     const options = { stripes: 2, stripeFileBytes: 64 * 1024, preallocBytes: 8 * 1024, checkpointBytes: 32 * 1024 };
-    const store = await openFsHostStore(dir, options);
+    const store = track(await openFsHostStore(dir, options));
     const { token } = await store.acquireFence('exclusive');
     const n = 24;
     const scopes: ScopeRef[] = Array.from({ length: n }, (_, i) => ({ kind: i % 2 === 0 ? 'session' : 'record', name: `scope-${i}` }));
@@ -75,7 +79,7 @@ test('checkpoint rounds on a worker thread move the stripes into the scope table
     }
     assert.ok(tables > 0, 'a checkpoint round wrote a scope table');
     assert.ok(homes > 0, 'a checkpoint round gave the large scopes homes');
-    const reader = await openFsHostStore(dir, { ...options, checkpointIn: 'thread' });
+    const reader = track(await openFsHostStore(dir, { ...options, checkpointIn: 'thread' }));
     for (const [i, scope] of scopes.entries()) {
       await expectScope(store, scope, model[i]!);
       await expectScope(reader, scope, model[i]!);
@@ -85,13 +89,73 @@ test('checkpoint rounds on a worker thread move the stripes into the scope table
     await reader.close();
     const stripe0 = await readdir(join(dir, 'stripes', '0'));
     assert.ok(!stripe0.includes('0000000000000000.wal'), `the first stripe file was removed (${stripe0.join(', ')})`);
-    const again = await openFsHostStore(dir, { ...options, bootId: () => 'another-boot' });
+    const again = track(await openFsHostStore(dir, { ...options, bootId: () => 'another-boot' }));
     for (const [i, scope] of scopes.entries()) await expectScope(again, scope, model[i]!);
     let listed = 0;
     for (const kind of ['session', 'record'] as const) listed += (await again.listHeads(kind, null, 1000)).heads.length;
     assert.equal(listed, n);
     await again.close();
   } finally {
+    for (const s of open) await s.close().catch(() => undefined);
+    await rm(root, { recursive: true, force: true });
+  }
+});
+
+// A handle whose cursor fell behind a checkpoint round finds its stripe files gone: through a
+// cached read handle it can still read the file it stopped in, but that file's SEAL leads to a
+// successor the round removed. That is a removed file (the handle jumps to the checkpoint), not
+// damage and not a writer that died rolling (a roll to complete would publish an end behind the
+// real one).
+test('a handle behind a checkpoint round that removed the successor of its file loads and commits on', { timeout: 60_000 }, async () => {
+  const root = await mkdtemp(join(tmpdir(), 'seglog-host-ckpt-behind-'));
+  const dir = join(root, 'realm');
+  const options = { stripes: 1, stripeFileBytes: 64 * 1024, preallocBytes: 8 * 1024, checkpointBytes: 1 << 30, checkpointIn: 'thread' as const, lockLingerMs: 0 };
+  const open: FsHostStore[] = [];
+  try {
+    const a = await openFsHostStore(dir, options);
+    open.push(a);
+    const { token } = await a.acquireFence('exclusive');
+    const scope: ScopeRef = { kind: 'session', name: 'busy' };
+    const other: ScopeRef = { kind: 'record', name: 'quiet' };
+    let version = 0;
+    const commitA = async (): Promise<void> => {
+      const update = { scope, previous: version === 0 ? null : version, next: version + 1, head: te.encode(`v${version + 1}`), append: [te.encode('x'.repeat(1000))] };
+      await a.commit(CommitBatch.tryNew(`a-${version + 1}`, token, [update]));
+      version++;
+    };
+    const b = await openFsHostStore(dir, options);
+    open.push(b);
+    let otherVersion = 0;
+    for (const step of ['commit', 'load'] as const) {
+      await commitA();
+      // b reads the stripe's current file (and keeps a read handle of it).
+      assert.equal((await b.loadHead(scope))?.version, version);
+      const before = await readdir(join(dir, 'stripes', '0'));
+      // a rolls past two files, and a round covers them and removes them.
+      for (let k = 0; k < 140; k++) await commitA();
+      assert.ok(await a.checkpoint(), 'a round ran');
+      const after = await readdir(join(dir, 'stripes', '0'));
+      const gone = before.filter((n) => n.endsWith('.wal') && !after.includes(n));
+      assert.ok(gone.length >= 1, `the round removed the file b stopped in and its successor (before ${before.join(' ')}, after ${after.join(' ')})`);
+      if (step === 'load') {
+        const head = await b.loadHead(scope);
+        assert.equal(head?.version, version, 'the load jumped to the checkpoint and read on');
+      } else {
+        // b's commit takes the stripe's lock and reads to the valid end from its stale cursor.
+        await b.commit(CommitBatch.tryNew(`b-${otherVersion + 1}`, token, [{ scope: other, previous: otherVersion === 0 ? null : otherVersion, next: otherVersion + 1, head: te.encode('b'), append: [te.encode('row')] }]));
+        otherVersion++;
+        await commitA(); // and a writes on after it
+        assert.equal((await b.loadHead(scope))?.version, version);
+      }
+    }
+    for (const s of open.splice(0)) await s.close();
+    const again = await openFsHostStore(dir, options);
+    open.push(again);
+    assert.equal((await again.loadHead(scope))?.version, version);
+    assert.equal((await again.readRows(scope, 0, 1000)).length, version);
+    assert.equal((await again.loadHead(other))?.version, otherVersion);
+  } finally {
+    for (const s of open) await s.close().catch(() => undefined);
     await rm(root, { recursive: true, force: true });
   }
 });

@@ -47,17 +47,23 @@ async function seen(store: FsHostStore): Promise<{ commitId: string; version: nu
   return { commitId: h.commitId, version: h.version, rows: rows.map((r) => Buffer.from(r.data).toString()) };
 }
 
-/**
- * A writer that committed `acked` batches, then met `rule` inside batch `bad`: answers the code, and
- * checks what a second process and the power-loss image (durable only) show.
- */
-async function faultInCommit(rules: FaultRule[]): Promise<{ answer: string; after: string; other: Awaited<ReturnType<typeof seen>>; durable: Awaited<ReturnType<typeof seen>>; laterWrites: Awaited<ReturnType<typeof seen>> }> {
+/** A writer over a FaultyFs holding the fence, with X committed twice (c1, c2). */
+async function writerWithTwoCommits(): Promise<{ machine: MemoryFs; open: ReturnType<typeof setup>['open']; faulty: FaultyFs; a: FsHostStore; token: number }> {
   const { machine, open } = setup();
   const faulty = new FaultyFs(machine.newProcess());
   const a = await open(faulty);
   const { token } = await a.acquireFence('exclusive');
   await a.commit(CommitBatch.tryNew('c1', token, [{ scope: X, previous: null, next: 1, head: te.encode('h1'), append: [te.encode('r1')] }]));
   await a.commit(CommitBatch.tryNew('c2', token, next(1, 'c2')));
+  return { machine, open, faulty, a, token };
+}
+
+/**
+ * A writer that committed `acked` batches, then met `rule` inside batch `bad`: answers the code, and
+ * checks what a second process and the power-loss image (durable only) show.
+ */
+async function faultInCommit(rules: FaultRule[]): Promise<{ answer: string; after: string; other: Awaited<ReturnType<typeof seen>>; durable: Awaited<ReturnType<typeof seen>>; laterWrites: Awaited<ReturnType<typeof seen>> }> {
+  const { machine, open, faulty, a, token } = await writerWithTwoCommits();
   for (const rule of rules) faulty.fail(rule);
   const answer = await code(a.commit(CommitBatch.tryNew('bad', token, next(2, 'bad'))));
   faulty.clearFaults();
@@ -228,6 +234,33 @@ for (const [what, rule] of [
     const disk = new MemoryFs({ image: machine.durableImage(), trace: false });
     const c = await open(disk, 'boot-2');
     await want(c);
+    await c.close();
+  });
+}
+
+// The trim of the stripes' zero-filled tails at close (docs/host-store.md, "Close") meets a fault:
+// in the truncate, or in the fdatasync after it. The trim is best effort: close still resolves,
+// nothing committed is lost (to another process, and on the disk a power loss would leave), and the
+// next writer of the stripe commits on after the cut or the uncut tail.
+for (const [what, rule] of [
+  ['the truncate (EIO)', { kind: 'truncate', path: STRIPE }],
+  ['the fdatasync after the cut (EIO)', { kind: 'datasync', path: STRIPE }],
+] as [string, FaultRule][]) {
+  test(`a fault in the stripe trim at close: ${what}; close resolves; nothing committed is lost; the next writer goes on`, async () => {
+    const { machine, open, faulty, a } = await writerWithTwoCommits();
+    const fault = faulty.fail(rule);
+    await a.close();
+    assert.equal(fault.hits, 1, 'the trim met the fault');
+    faulty.clearFaults();
+    const want = { commitId: 'c2', version: 2, rows: ['r1', 'c2-row'] };
+    const b = await open(machine.newProcess());
+    assert.deepEqual(await seen(b), want);
+    const grant = await b.acquireFence('takeover');
+    await b.commit(CommitBatch.tryNew('c3', grant.token, next(2, 'c3')));
+    await b.close();
+    const disk = new MemoryFs({ image: machine.durableImage(), trace: false });
+    const c = await open(disk, 'boot-2');
+    assert.deepEqual(await seen(c), { commitId: 'c3', version: 3, rows: ['r1', 'c2-row', 'c3-row'] });
     await c.close();
   });
 }

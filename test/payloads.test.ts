@@ -15,7 +15,7 @@ import { isSeglogError, type ErrorCode } from '../lib/errors.js';
 import { MemoryFs, type DiskImage } from '../lib/fs/memory.js';
 import { FaultyFs } from '../lib/fs/faulty.js';
 import { ManualClock } from '../lib/clock.js';
-import { stopHashThreadForTests } from '../lib/payloads/hash.js';
+import { hashThreadsForTests, setMaxHashThreadsForTests, stopHashThreadForTests } from '../lib/payloads/hash.js';
 import { EARLY_SYNC_BYTES } from '../lib/payloads/write.js';
 import {
   blobPath,
@@ -770,6 +770,64 @@ test('the hashing thread stopping inside a put or a get: the put fails with IO_E
   assert.ok(served < size, 'the last chunk is never served without its digest check');
   assert.equal(digestOf(await collect(await store.get(info.digest))), info.digest);
   await store.close();
+});
+
+test('payloads hashed at once use a second hashing thread where it may run, one at a time never does; each keeps its own digest', async () => {
+  await stopHashThreadForTests();
+  const bound = setMaxHashThreadsForTests(2); // as on a machine of three cores or more
+  try {
+    const m = new MemoryFs({ trace: false });
+    const store = await openPayloadStore(DIR, { fs: m });
+    const size = 3 * 1024 * 1024 + 5;
+    const alone = await store.put(lazyBody(11, size, 1 << 20));
+    assert.equal(alone.digest, lazyDigest(11, size));
+    assert.equal(hashThreadsForTests(), 1, 'one payload at a time: one thread');
+    // Two bodies that each stop past their first batch (their hash has started) until both are there.
+    const meetings = (): ((seed: number) => AsyncGenerator<Uint8Array>) => {
+      let arrived = 0;
+      let release!: () => void;
+      const both = new Promise<void>((resolve) => (release = resolve));
+      return async function* meeting(seed: number): AsyncGenerator<Uint8Array> {
+        let at = 0;
+        for await (const piece of lazyBody(seed, size, 1 << 20)) {
+          if (at === 2 << 20) {
+            if (++arrived === 2) release();
+            await both;
+          }
+          at += piece.length;
+          yield piece;
+        }
+      };
+    };
+    const meeting = meetings();
+    const [a, b] = await Promise.all([store.put(meeting(12)), store.put(meeting(13))]);
+    assert.equal(a.digest, lazyDigest(12, size));
+    assert.equal(b.digest, lazyDigest(13, size));
+    assert.equal(hashThreadsForTests(), 2, 'two payloads at once: two threads');
+    // Gets of both at once, and a put beside them: every one checks its own digest.
+    const [ga, gb, c] = await Promise.all([
+      store.get(a.digest).then(collect),
+      store.get(b.digest).then(collect),
+      store.put(lazyBody(14, size, 1 << 20)),
+    ]);
+    assert.equal(digestOf(ga), a.digest);
+    assert.equal(digestOf(gb), b.digest);
+    assert.equal(c.digest, lazyDigest(14, size));
+    assert.equal(hashThreadsForTests(), 2, 'never more than the bound');
+    await store.close();
+    // Under a bound of one, payloads at once share the one thread.
+    await stopHashThreadForTests();
+    setMaxHashThreadsForTests(1);
+    const again = await openPayloadStore(DIR, { fs: m });
+    const meetingAgain = meetings();
+    const [d, e] = await Promise.all([again.put(meetingAgain(15)), again.put(meetingAgain(16))]);
+    assert.equal(d.digest, lazyDigest(15, size));
+    assert.equal(e.digest, lazyDigest(16, size));
+    assert.equal(hashThreadsForTests(), 1);
+    await again.close();
+  } finally {
+    setMaxHashThreadsForTests(bound);
+  }
 });
 
 test('GC removes the temporary files of dead writers but not those of running puts', async () => {

@@ -13,10 +13,18 @@ import type { FileSystem } from './types.js';
  */
 export async function makeDirectories(fs: FileSystem, dir: string): Promise<string[]> {
   const created: string[] = [];
-  for (let d = path.resolve(dir); (await fs.stat(d)) === null; d = path.dirname(d)) {
+  for (let d = path.resolve(dir); ; d = path.dirname(d)) {
+    const st = await fs.stat(d);
+    if (st !== null) {
+      // The common case of every reopen: the directory is there, nothing to make (the mkdir
+      // would be a pool round trip per directory that fails with EEXIST).
+      if (created.length === 0 && st.isDirectory) return created;
+      break;
+    }
     created.push(d);
     if (path.dirname(d) === d) break;
   }
+  // Also when `dir` exists but is no directory: the mkdir's own error says so.
   await fs.mkdir(dir);
   return created;
 }

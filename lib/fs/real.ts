@@ -8,8 +8,11 @@
 // small positional read or write is a page-cache copy of a few microseconds, less than the
 // round trip through libuv's thread pool that an asynchronous call costs (20-50 us under load),
 // and the stores make many of them (published notes, cell slots, frame headers, home cells).
-// Opening a file or a directory to read and closing a read-only descriptor are made there too
-// (so a directory sync sends only its fsync to the pool). Large transfers, syncs, and opens that
+// Opening a file that exists (to read, or to write without creating), opening a directory to
+// read, closing a descriptor nothing was written through, stat, lstat, fstat and readdir are
+// made there too (path lookups, inode and directory reads of the page cache; a directory sync
+// sends only its fsync to the pool). Measured on the 2-core machine, loaded: opening a node of
+// 1,000 groups took 0.45x the time it took with these on the pool (docs/raft-store.md). Large transfers, syncs, and opens that
 // create or write keep to the pool; a sync or a large write runs on the calling thread only when
 // its caller asks (`datasync('inline')`, `writev(..., 'inline')`).
 
@@ -65,6 +68,8 @@ class RealFileHandle implements FileHandle {
   #closed = false;
 
   readonly #readOnly: boolean;
+  /** Whether anything was written through this descriptor (a write, a writev or a truncate). */
+  #wrote = false;
 
   constructor(path: string, fd: number, readOnly: boolean) {
     this.path = path;
@@ -115,6 +120,7 @@ class RealFileHandle implements FileHandle {
   }
 
   write(data: Uint8Array, position: number): Promise<void> {
+    this.#wrote = true;
     // Not an async function: a small write is done here, and its answer needs no frame of its own.
     if (data.length <= SMALL_IO_BYTES) {
       try {
@@ -142,6 +148,7 @@ class RealFileHandle implements FileHandle {
   }
 
   writev(chunks: readonly Uint8Array[], position: number, where: SyncWhere = 'pool'): Promise<void> {
+    this.#wrote = true;
     let total = 0;
     for (const c of chunks) total += c.length;
     if (where !== 'inline' && total > SMALL_IO_BYTES) return this.#writevPool(chunks, position);
@@ -191,12 +198,17 @@ class RealFileHandle implements FileHandle {
   }
 
   truncate(size: number): Promise<void> {
+    this.#wrote = true;
     return call<void>((cb) => fs.ftruncate(this.#live, size, (err) => cb(err, undefined)));
   }
 
-  async size(): Promise<number> {
-    const st = await call<fs.Stats>((cb) => fs.fstat(this.#live, cb));
-    return st.size;
+  size(): Promise<number> {
+    // An fstat reads the inode the descriptor holds: no I/O, made here like a small read.
+    try {
+      return Promise.resolve(fs.fstatSync(this.#live).size);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
   }
 
   async tryLock(): Promise<boolean> {
@@ -211,16 +223,20 @@ class RealFileHandle implements FileHandle {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    // Closing a read-only descriptor writes nothing back: done here, without a pool round trip.
-    if (this.#readOnly) fs.closeSync(this.#fd);
+    // Closing a descriptor nothing was written through writes nothing back (a read-only one, or
+    // one opened to write that only read, as a cell's open does): done here, without a pool round
+    // trip. One that wrote closes on the pool (a file system may flush at close).
+    if (this.#readOnly || !this.#wrote) fs.closeSync(this.#fd);
     else await call<void>((cb) => fs.close(this.#fd, (err) => cb(err, undefined)));
   }
 }
 
 async function openReal(path: string, mode: OpenMode): Promise<FileHandle> {
-  // Opening to read is a path lookup in the dentry cache, with nothing to create or write: made on
-  // the calling thread like a small read (a listing opens thousands of small files).
-  const fd = mode === 'read' ? fs.openSync(path, FLAGS[mode]) : await call<number>((cb) => fs.open(path, FLAGS[mode], 0o644, cb));
+  // Opening a file that exists (to read, or to read and write: no O_CREAT, no O_TRUNC) is a path
+  // lookup in the dentry cache with nothing created or written: made on the calling thread like a
+  // small read (a listing opens thousands of small files; a node of 1,000 groups opens its cells
+  // and manifests). An open that may create a file keeps to the pool.
+  const fd = mode === 'read' || mode === 'write' ? fs.openSync(path, FLAGS[mode]) : await call<number>((cb) => fs.open(path, FLAGS[mode], 0o644, cb));
   return new RealFileHandle(path, fd, mode === 'read');
 }
 
@@ -235,30 +251,25 @@ async function syncDir(dir: string): Promise<void> {
   }
 }
 
+// A stat is a path lookup, as an open to read is: made on the calling thread (opening a node of
+// 1,000 groups checks every file it opens is no link, about twenty lookups a group).
 async function stat(path: string): Promise<FileStat | null> {
-  try {
-    const st = await fs.promises.stat(path);
-    return { size: st.size, isDirectory: st.isDirectory() };
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw err;
-  }
+  const st = fs.statSync(path, { throwIfNoEntry: false });
+  return st === undefined ? null : { size: st.size, isDirectory: st.isDirectory() };
 }
 
 async function lstat(path: string): Promise<EntryStat | null> {
-  try {
-    const st = await fs.promises.lstat(path);
-    return { size: st.size, isDirectory: st.isDirectory(), isSymbolicLink: st.isSymbolicLink() };
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw err;
-  }
+  const st = fs.lstatSync(path, { throwIfNoEntry: false });
+  return st === undefined ? null : { size: st.size, isDirectory: st.isDirectory(), isSymbolicLink: st.isSymbolicLink() };
 }
 
 /** The real file system. */
 export const realFs: FileSystem = {
   open: openReal,
-  readdir: (dir) => fs.promises.readdir(dir),
+  // A listing is read on the calling thread too: the stores' directories are small or sharded
+  // (a group's or a log's few files, 256 shards of blobs, homes and refcounts), and on a busy
+  // machine the pool's hand-off costs more than a listing of a few hundred names.
+  readdir: async (dir) => fs.readdirSync(dir),
   mkdir: async (dir) => {
     await fs.promises.mkdir(dir, { recursive: true });
   },

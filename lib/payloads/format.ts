@@ -112,6 +112,10 @@ export function blobFileBytes(size: number, chunkBytes: number): number {
 
 /** The CRC32 a frame carries: over salt ‖ u64 LE index ‖ chunk bytes. */
 export function chunkCrc(salt: Uint8Array, index: number, chunk: Uint8Array): number {
+  // A fresh prefix per chunk, not a scratch one: the CPU it costs was not measurable, and this
+  // small garbage is what drives the young-generation collections that also free the chunk
+  // buffers a get's consumer dropped (with a scratch prefix a 256 MiB put and get on Node 24 grew
+  // resident memory by 53–54 MiB instead of 45–47, test payloads.test.ts).
   const prefix = new Uint8Array(16);
   prefix.set(salt, 0);
   new DataView(prefix.buffer).setBigUint64(8, BigInt(index), true);

@@ -505,8 +505,13 @@ export class FsPayloadStore implements PayloadStore {
       }
       const h = handle;
       handle = null;
-      await h.close().catch(() => undefined);
-      await fanout;
+      // The link needs the file synced, not closed: the close runs beside the fan-out's syncs.
+      const closing = h.close().catch(() => undefined);
+      try {
+        await fanout;
+      } finally {
+        await closing;
+      }
       await this.#mutex.run(hex, () => this.#linkBlob(temp, hex));
       return { digest, size };
     } catch (err) {

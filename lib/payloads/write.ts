@@ -4,10 +4,12 @@
 // included), cuts it into chunks of `chunkBytes`, appends each chunk's CRC32 (format.ts), writes
 // the frames at increasing positions, and answers the body's SHA-256. The work is a pipeline of
 // batches of 1 MiB of payload (whole frames): while the event loop copies and checksums batch N+1,
-// batch N is written by the thread pool and hashed by the hashing thread (hash.ts; a body that
-// fits one batch is hashed on the event loop, where that is faster), and every EARLY_SYNC_BYTES
-// an fdatasync of the file runs meanwhile, so that the disk is already writing while the rest
-// is hashed (the caller's final fdatasync then has only the tail left). Guarantees:
+// batch N is written by the thread pool and hashed by a hashing thread (hash.ts; a body that
+// fits one batch is hashed on the event loop, where that is faster), and fdatasyncs of the file
+// run meanwhile (one at a time: whenever EARLY_SYNC_BYTES more were written, checked as each
+// write lands and as each sync ends, and once more when the last frame is written while its hash
+// is still running), so that the disk is already writing while the rest is hashed and the
+// caller's final fdatasync has little more than the header left. Guarantees:
 // - Bounded memory: at most MAX_BATCHES batch buffers, whatever the payload's size; the body's own
 //   chunks are copied, never kept.
 // - The frames are written in order, one write in flight at a time; a write is never issued
@@ -80,6 +82,10 @@ export async function writeFrames(
   let lastWrite: Promise<void> | null = null; // null: no write in flight
   let earlySync: Promise<void> | null = null;
   let unsynced = 0;
+  let hashesPending = 0;
+  let ended = false; // the last batch was handed on
+  let writesPending = 0;
+  let stopping = false; // failing: no sync is started any more
   let failure: { error: unknown } | null = null;
   const fail = (error: unknown): void => {
     if (failure === null) failure = { error };
@@ -94,16 +100,23 @@ export async function writeFrames(
     chunkIndex++;
   };
 
-  // After a write landed: start the disk on what is written so far, unless a sync is running.
-  const maybeSyncEarly = (written: number): void => {
-    unsynced += written;
-    if (unsynced < EARLY_SYNC_BYTES || earlySync !== null) return;
+  // Starts an fdatasync of what is written so far when one is due and none is running: after
+  // EARLY_SYNC_BYTES more were written, and once the last frame is written while the hash is still
+  // behind (the tail then reaches the disk while the hash catches up, and the caller's final sync
+  // has only the header left). Called when a write lands and when a sync ends, so that the disk
+  // never waits for the next write to learn that it has more to do.
+  const syncIfDue = (): void => {
+    if (earlySync !== null || stopping || failure !== null || unsynced === 0) return;
+    const tail = ended && writesPending === 0 && hashesPending > 0;
+    if (unsynced < EARLY_SYNC_BYTES && !tail) return;
     unsynced = 0;
     earlySync = handle.datasync().then(
       () => {
         earlySync = null;
+        syncIfDue();
       },
       (err: unknown) => {
+        earlySync = null;
         fail(fromIo(err, 'sync payload', handle.path));
       },
     );
@@ -116,14 +129,20 @@ export async function writeFrames(
       if (hash === null) hash = last && position === options.start ? inlineHash() : threadHash();
       const frames = current.subarray(0, fill);
       const at = position;
+      writesPending++;
       const write = async (): Promise<void> => {
-        if (failure !== null) throw failure.error;
         try {
-          await handle.write(frames, at);
-        } catch (err) {
-          throw fromIo(err, 'write payload', handle.path);
+          if (failure !== null) throw failure.error;
+          try {
+            await handle.write(frames, at);
+          } catch (err) {
+            throw fromIo(err, 'write payload', handle.path);
+          }
+          unsynced += frames.length;
+        } finally {
+          writesPending--;
         }
-        maybeSyncEarly(frames.length);
+        syncIfDue();
       };
       // Issued before the hash, so that an inline hash runs while the pool writes.
       const written = lastWrite === null ? write() : lastWrite.then(write);
@@ -134,7 +153,10 @@ export async function writeFrames(
         },
         fail,
       );
-      const hashed = hash.update(frames, chunkBytes);
+      hashesPending++;
+      const hashed = hash.update(frames, chunkBytes).finally(() => {
+        hashesPending--;
+      });
       hashed.catch(fail);
       const batch: InFlight = { buffer: current, settled: Promise.allSettled([hashed, written]), done: false };
       void batch.settled.then(() => {
@@ -165,9 +187,10 @@ export async function writeFrames(
   const drain = async (): Promise<void> => {
     await Promise.allSettled(inFlight.map((b) => b.settled));
     inFlight.length = 0;
-    // Every write has finished, so no sync starts after this one (a failed one stays set).
-    const running: Promise<void> | null = earlySync;
-    if (running !== null) await running;
+    // Every write and hash has finished. From here no sync starts (what is still unsynced is the
+    // caller's final fdatasync's): wait for the one running, if any.
+    stopping = true;
+    for (let running = earlySync; running !== null; running = earlySync) await running;
   };
 
   try {
@@ -192,12 +215,14 @@ export async function writeFrames(
       }
     }
     if (chunkFill > 0) sealChunk();
+    ended = true;
     await flush(true);
     await drain();
     if (failure !== null) throw (failure as { error: unknown }).error;
     const digest = await ((hash as PayloadHash | null) ?? inlineHash()).digest();
     return { size, sha256: digest };
   } catch (err) {
+    stopping = true;
     await drain();
     (hash as PayloadHash | null)?.abandon();
     throw err;

@@ -75,7 +75,9 @@ export async function openFsStateMachine<P extends StateMachinePlugin<unknown>>(
   const snapDir = path.join(dir, 'snapshots');
   const journalDir = path.join(dir, 'journal');
   try {
-    await fs.mkdir(snapDir);
+    // Made with the group (group-create.ts); the mkdir only when it is not there (every reopen of
+    // every group would otherwise pay a pool round trip that fails with EEXIST).
+    if ((await fs.stat(snapDir))?.isDirectory !== true) await fs.mkdir(snapDir);
   } catch (err) {
     throw fromIo(err, 'create directory', snapDir);
   }

@@ -266,7 +266,7 @@ async function writeTable(r: RealmHandle, old: TableRef | null, rows: readonly T
     const t = r.table;
     if (t !== null) {
       await t.forEach(async (e) => {
-        const code = kindCodeOf(e);
+        const code = e.kindCode;
         while (k < rows.length && compareKeys(rows[k]!.kind, rows[k]!.nameBytes, code, e.nameBytes) < 0) {
           const x = rows[k++]!;
           await w.add(x.kind, x.nameBytes, x.raw, x.live);
@@ -285,10 +285,6 @@ async function writeTable(r: RealmHandle, old: TableRef | null, rows: readonly T
     await w.abort();
     throw err;
   }
-}
-
-function kindCodeOf(e: TableEntry): number {
-  return e.raw[4]!;
 }
 
 /** Removes every table file but the one named (older tables, leftovers of rounds cut short). */

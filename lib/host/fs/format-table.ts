@@ -50,9 +50,12 @@ export function compareKeys(kindA: number, nameA: Uint8Array, kindB: number, nam
  * most names are) read as Latin-1 is the same string; anything else goes through the exact decoder.
  */
 function textAt(bytes: Buffer, start: number, end: number): string {
-  for (let i = start; i < end; i++) if (bytes[i]! >= 0x80) return decodeUtf8Exact(bytes.subarray(start, end));
-  return bytes.toString('latin1', start, end);
+  // The check runs natively (a regular expression over the Latin-1 string), not as a loop over
+  // bytes: a listing decodes two strings per entry, most of them in code not yet optimised.
+  const s = bytes.toString('latin1', start, end);
+  return NOT_ASCII.test(s) ? decodeUtf8Exact(bytes.subarray(start, end)) : s;
 }
+const NOT_ASCII = /[^\x00-\x7f]/;
 
 /**
  * One scope as a table holds it: its fixed fields decoded, its name and commit id as strings, and
@@ -75,23 +78,22 @@ export class TableEntry {
   readonly #headAt: number;
   readonly #headLen: number;
 
-  /** @internal Made by `decodeBlock`, which checked every length (`block` is a Buffer over the block). */
-  constructor(block: Uint8Array, at: number, kind: ScopeKind, name: string, commitId: string) {
-    const b = block as Buffer;
-    this.#block = b;
+  /** @internal Made by `decodeBlock`, which decoded and checked every field (`block` is a Buffer over the block). */
+  constructor(block: Buffer, at: number, size: number, kind: ScopeKind, flags: number, name: string, nameLen: number, commitId: string, version: number, first: number, end: number, headAt: number, headLen: number) {
+    this.#block = block;
     this.#at = at;
-    this.#size = 4 + u32(b, at);
+    this.#size = size;
     this.kind = kind;
     this.name = name;
     this.commitId = commitId;
-    this.deleted = (b[at + 5]! & T_DELETED) !== 0;
-    this.homed = (b[at + 5]! & T_HOMED) !== 0;
-    this.version = u64(b, at + 10);
-    this.first = u64(b, at + 18);
-    this.end = u64(b, at + 26);
-    this.#nameLen = u16(b, at + 6);
-    this.#headAt = at + ENTRY_FIXED + this.#nameLen + b[at + 8]!;
-    this.#headLen = u32(b, at + 34);
+    this.deleted = (flags & T_DELETED) !== 0;
+    this.homed = (flags & T_HOMED) !== 0;
+    this.version = version;
+    this.first = first;
+    this.end = end;
+    this.#nameLen = nameLen;
+    this.#headAt = headAt;
+    this.#headLen = headLen;
   }
 
   get kindCode(): number {
@@ -109,10 +111,11 @@ export class TableEntry {
   }
   /** The head, copied into a Uint8Array of its own (the block's buffer may be read into again). */
   copyHead(): Uint8Array {
-    const out = new Uint8Array(this.#headLen);
-    out.set(this.#block.subarray(this.#headAt, this.#headAt + this.#headLen));
-    return out;
+    // A copy through TypedArray#slice of a plain view: one allocation, and none of a Buffer
+    // method's argument checks (a listing copies a head per entry, mostly in unoptimised code).
+    return new Uint8Array(this.#block.buffer, this.#block.byteOffset + this.#headAt, this.#headLen).slice();
   }
+
   /** Rows [first, end), each copied into a Uint8Array of its own. */
   copyRows(): Uint8Array[] {
     return this.rows.map((r) => {
@@ -258,7 +261,7 @@ export function decodeBlock(bytes: Uint8Array, file: string, blockOffset: number
     }
     prevAt = at;
     prevEnd = nameAt + nameLen;
-    out.push(new TableEntry(block, at, kind, name, commitId));
+    out.push(new TableEntry(block, at, 4 + len, kind, flags, name, nameLen, commitId, version, first, end, headAt, headLen));
     at = stop;
   }
   return out;

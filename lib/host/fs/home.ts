@@ -255,10 +255,10 @@ export class HomeBuilder {
   readonly #prior: CellState | null;
   readonly #dirs: DirSyncs;
 
-  constructor(fs: FileSystem, realm: string, kind: ScopeKind, name: string, digest: string, old: HomeCell | null, dirs: DirSyncs, prior?: CellState | null) {
+  constructor(fs: FileSystem, realm: string, kind: ScopeKind, name: string, digest: string, old: HomeCell | null, dirs: DirSyncs) {
     this.#fs = fs;
     this.#dirs = dirs;
-    this.#prior = prior !== undefined ? prior : (old?.cell ?? null);
+    this.#prior = old?.cell ?? null;
     this.realm = realm;
     this.dir = scopeDirOf(realm, kind, digest);
     this.kind = kind;

@@ -47,6 +47,7 @@ import { checkFenceFiles } from './fence.js';
 import { StripeLocks } from './realm-locks.js';
 import { Stripe, type HostMistakes, type LockUse } from './stripe.js';
 import { StripeGone } from './stripe-files.js';
+import type { ScanResult } from './stripe-scan.js';
 import { View, type ScopeEntry } from './view.js';
 import { InlineSyncPolicy } from '../../fs/inline-sync.js';
 import { isMissing } from '../../fs/errno.js';
@@ -209,7 +210,7 @@ export class RealmHandle {
         try {
           const pubNow = await st.readPublished();
           if (pubNow !== null && sameBytes(pubNow.boot, this.s.boot)) return;
-          const scan = await st.scan(st.cursor, st.cursorSalt, null);
+          const scan = await this.#scanToValidEnd(st);
           await st.adopt(scan, pubNow);
           // The view is built by the ordinary catch-up that follows.
           return;
@@ -326,14 +327,23 @@ export class RealmHandle {
    * checkpoint and tries again. `settle`: the caller is a load (see `#settleUnpublished`).
    */
   async catchUpAll(only?: readonly number[], settle = false): Promise<void> {
+    await this.#jumpingWhenGone(() => Promise.all((only ?? this.stripes.map((_, k) => k)).map((k) => this.catchUp(k, settle))));
+  }
+
+  /**
+   * Runs `read` (a catch-up from the cursors); when a stripe file it needs is gone, jumps to the
+   * checkpoint (a round removed the file: the cursors behind it move to its positions) and runs
+   * it again. Gone again after a jump to a checkpoint that did not move since: the file that
+   * checkpoint reaches is missing, CORRUPT.
+   */
+  async #jumpingWhenGone(read: () => Promise<unknown>): Promise<void> {
     let jumpedTo: number | null = null;
     for (let attempt = 0; ; attempt++) {
       try {
-        await Promise.all((only ?? this.stripes.map((_, k) => k)).map((k) => this.catchUp(k, settle)));
+        await read();
         return;
       } catch (err) {
         if (!(err instanceof StripeGone)) throw err;
-        // Gone after a jump to a checkpoint that did not move since: the file it names is missing.
         if (jumpedTo !== null && jumpedTo === this.checkpoint.round) throw missingStripeFile(err, this.checkpoint.round);
         if (attempt >= 3) throw err;
         await this.jump();
@@ -343,18 +353,44 @@ export class RealmHandle {
   }
 
   /**
+   * Under stripe `st`'s lock: its records from the cursor to the valid end. A scan that ends at a
+   * SEAL whose next file does not exist met either a writer that died rolling (the next file was
+   * never made: the adopt completes the roll) or a next file a checkpoint round removed after the
+   * scan read the sealed one through a cached handle. The round's cell is written before it
+   * removes a file, and it removes only files before its position, which lies at or before the
+   * published note: a dead roll never published anything past its SEAL, so a checkpoint position
+   * past the sealed file means the file was removed. That is StripeGone (the caller jumps), never
+   * a roll to complete: making that file again would publish an end behind the real one.
+   */
+  async #scanToValidEnd(st: Stripe): Promise<ScanResult> {
+    const scan = await st.scan(st.cursor, st.cursorSalt, null);
+    if (scan.sealedWithoutNext) {
+      const ck = await readCheckpoint(this.fs, this.dir, this.format.stripes);
+      if (ck.positions[st.index]!.seq > scan.end.seq) throw new StripeGone(st.fileOf(scan.end.seq + 1));
+    }
+    return scan;
+  }
+
+  /**
    * Under stripe `j`'s lock: reads to the valid end, adopts what is unpublished (a dead writer's
    * records: fdatasync, then publish), adds it to the view.
    */
   async lockedCatchUp(j: number): Promise<void> {
+    // A cursor behind the checkpoint may find its files gone: it jumps (outside the cursor lock,
+    // which the jump takes) and reads again.
+    await this.#jumpingWhenGone(() => this.#lockedCatchUpOnce(j));
+  }
+
+  async #lockedCatchUpOnce(j: number): Promise<void> {
     const st = this.stripes[j]!;
     await st.cursorLock.run(async () => {
       const pub = await st.readPublished();
-      const res = await st.scan(st.cursor, st.cursorSalt, null);
+      const res = await this.#scanToValidEnd(st);
       let adopted;
       try {
         adopted = await st.adopt(res, pub);
       } catch (err) {
+        if (err instanceof StripeGone) throw err; // nothing written: the caller jumps and reads again
         const cause = fromIo(err, `adopt records of stripe ${j}`, st.dir);
         st.poisoned = HostStoreError.unavailable(`stripe ${j} refuses writes after an I/O failure; reopen the store`, cause);
         throw st.poisoned;

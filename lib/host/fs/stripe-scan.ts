@@ -5,7 +5,9 @@
 // file) and `recOf`. Guarantees: up to a published note every frame must validate, in lsn order,
 // ending exactly at the note, or the scan throws CORRUPT (a published record is durable: damage
 // there is never a torn tail); without a note it stops at the first frame that does not validate
-// (only under the stripe's lock is that end stable). A record whose token is below a fence token
+// (only under the stripe's lock is that end stable). A file the scan needs that is gone (a
+// checkpoint round removed it) is StripeGone, never CORRUPT: only the caller, which can read the
+// checkpoint, tells a removed file from a missing one. A record whose token is below a fence token
 // before it is void and left out. A read is bounded by MAX_PAYLOAD_BYTES plus a frame header.
 
 import { corrupt } from '../../errors.js';
@@ -166,6 +168,11 @@ export async function scanStripe(src: ScanSource, from: Position, fromSalt: numb
         header = decodeStripeHeader(hb);
       } catch (err) {
         if (!(err instanceof StripeGone)) throw err;
+        // Up to a published note the successor existed (the records past the SEAL were written
+        // there before the note named them): gone now, a checkpoint round removed it after this
+        // scan read the sealed file (through a cached handle, or just before its unlink). The
+        // caller jumps to the checkpoint, and reports the file missing if that did not move.
+        if (limit !== null) throw err;
       }
       if (header === null || header.seq !== nextSeq || header.stripe !== src.index || header.firstLsn !== lsn || !sameBytes(header.realmTag, src.realmTag)) {
         if (limit !== null) stop(`a sealed file has no valid successor (${header === null ? 'no header' : JSON.stringify({ ...header, realmTag: undefined })}, lsn ${lsn})`);

@@ -44,7 +44,8 @@ import {
   type Published,
 } from './format.js';
 import { Mutex } from './mutex.js';
-import { createStripeFile, LazyHandle, ReadHandles, stripeDir, zeroChunks } from './stripe-files.js';
+import { createStripeFile, LazyHandle, ReadHandles, StripeGone, stripeDir, zeroChunks } from './stripe-files.js';
+import { isMissing } from '../../fs/errno.js';
 import { scanStripe, type ScanResult, type ScanSource } from './stripe-scan.js';
 
 /** A SEAL frame's size: header plus its one-byte payload. */
@@ -315,7 +316,16 @@ export class Stripe {
       scan.sealedWithoutNext;
     if (!behind) return { end, salt };
     for (const seq of scan.seqs) {
-      const h = await this.#writeHandle(seq);
+      let h: FileHandle;
+      try {
+        h = await this.#writeHandle(seq);
+      } catch (err) {
+        // A file the scan read through a cached handle, removed since by a checkpoint round (its
+        // records are durable: the round covered them): the caller jumps and scans again. Nothing
+        // was written yet.
+        if (isMissing(err)) throw new StripeGone(this.fileOf(seq));
+        throw err;
+      }
       await h.datasync();
     }
     // The scan followed a SEAL into a file whose writer may have died before the directory sync

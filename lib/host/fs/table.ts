@@ -42,6 +42,13 @@ import {
   type TableRef,
 } from './format.js';
 
+/** A block of a run a scan read: its bytes, or its entries when the cache had them. */
+interface RunBlock {
+  index: number;
+  bytes: Uint8Array | null;
+  entries: TableEntry[] | null;
+}
+
 /** Decoded blocks a table keeps (about 16 KiB of file each). */
 const CACHED_BLOCKS = 16;
 /** A scan reads this much of consecutive blocks at once (into one buffer it reuses). */
@@ -72,6 +79,8 @@ export class ScopeTable {
   readonly #h: FileHandle;
   readonly #cache = new Map<number, TableEntry[]>();
   #users = 0;
+  /** A scan buffer no scan holds now (see `scan`). */
+  #spare: Uint8Array | null = null;
   #retired = false;
   #closed: Promise<void> | null = null;
 
@@ -165,29 +174,40 @@ export class ScopeTable {
    * `each` one at a time until it answers false. Consecutive blocks are read together.
    */
   scan(kind: ScopeKind, after: Uint8Array | null, each: (e: TableEntry) => boolean | Promise<boolean>): Promise<void> {
-    const afterBuf = after === null ? null : Buffer.from(after.buffer, after.byteOffset, after.byteLength);
-    let reuse: Uint8Array | null = null;
+    let afterBuf = after === null ? null : Buffer.from(after.buffer, after.byteOffset, after.byteLength);
+    // The table's spare read buffer, when no other scan holds it: a listing's pages reuse one
+    // buffer instead of a fresh 128 KiB allocation each (fresh pages fault in on every first touch).
+    let reuse: Uint8Array | null = this.#spare;
+    this.#spare = null;
     return this.use(async () => {
       const code = KIND_CODE[kind];
       let i = after === null ? this.#firstBlockOfKind(code) : Math.max(0, this.#blockOf(code, after));
       for (; i < this.blocks.length && this.blocks[i]!.kind <= code; ) {
         // Not kept: a listing reads forward. The scan reads every run into one buffer of its own,
         // so a listing of a large table leaves no trail of read buffers for the collector.
-        const run = await this.#blocksFrom(i, false, reuse);
+        const run = await this.#blocksFrom(i, reuse);
         reuse = run.buffer;
-        for (const entries of run) {
-          for (const e of entries) {
+        for (const block of run.blocks) {
+          // Decoded only once the scan reaches it: a page that ends early leaves the rest of the run undecoded.
+          for (const e of this.#entriesOf(block, false)) {
             const k = e.kindCode;
             if (k < code) continue;
             if (k > code) return;
-            if (afterBuf !== null && e.compareTo(code, afterBuf) <= 0) continue;
+            // Keys only grow: once past `after`, no entry needs the comparison.
+            if (afterBuf !== null) {
+              if (e.compareTo(code, afterBuf) <= 0) continue;
+              afterBuf = null;
+            }
             // Most answers come at once (a small scope's entry): no turn of the event loop for those.
             const more = each(e);
             if (!(more === true || (more !== false && (await more)))) return;
           }
         }
-        i += run.length;
+        i += run.blocks.length;
       }
+    }).finally(() => {
+      // Every entry the scan handed out was used by now (`each` was awaited): the buffer is free.
+      if (reuse !== null && (this.#spare === null || this.#spare.length < reuse.length)) this.#spare = reuse;
     });
   }
 
@@ -195,14 +215,14 @@ export class ScopeTable {
   async forEach(each: (e: TableEntry) => void | Promise<void>): Promise<void> {
     await this.use(async () => {
       for (let i = 0; i < this.blocks.length; ) {
-        const run = await this.#blocksFrom(i, false);
-        for (const entries of run) {
-          for (const e of entries) {
+        const run = await this.#blocksFrom(i, null);
+        for (const block of run.blocks) {
+          for (const e of this.#entriesOf(block, false)) {
             const done = each(e);
             if (done !== undefined) await done;
           }
         }
-        i += run.length;
+        i += run.blocks.length;
       }
     });
   }
@@ -242,26 +262,32 @@ export class ScopeTable {
   }
 
   /**
-   * Blocks from `i` on, read in one go up to SCAN_READ_BYTES (at least one block), decoded; `into`
-   * is a buffer to read into when large enough (the entries are views into it: valid until the
-   * caller reads into it again). Answers the entries per block and the buffer read into.
+   * Blocks from `i` on, read in one go up to SCAN_READ_BYTES (at least one block), not decoded yet
+   * (`#entriesOf` decodes one: entries are views into the buffer, valid until the caller reads
+   * into it again); `into` is a buffer to read into when large enough. A cached block is answered
+   * as its entries, alone. Answers the blocks and the buffer read into.
    */
-  async #blocksFrom(i: number, keep = true, into: Uint8Array | null = null): Promise<TableEntry[][] & { buffer: Uint8Array | null }> {
+  async #blocksFrom(i: number, into: Uint8Array | null): Promise<{ blocks: RunBlock[]; buffer: Uint8Array | null }> {
     const hit = this.#cache.get(i);
-    if (hit !== undefined) return Object.assign([hit], { buffer: into });
+    if (hit !== undefined) return { blocks: [{ index: i, bytes: null, entries: hit }], buffer: into };
     let j = i;
     let bytes = 0;
     while (j < this.blocks.length && (j === i || bytes + this.blocks[j]!.length <= SCAN_READ_BYTES) && !this.#cache.has(j)) bytes += this.blocks[j++]!.length;
     const start = this.blocks[i]!.offset;
-    const buf = into !== null && into.length >= bytes ? into : Buffer.allocUnsafeSlow(Math.max(bytes, keep ? 0 : SCAN_READ_BYTES));
+    const buf = into !== null && into.length >= bytes ? into : Buffer.allocUnsafeSlow(Math.max(bytes, SCAN_READ_BYTES));
     const n = await this.#h.read(buf.subarray(0, bytes), start);
     if (n !== bytes) throw corrupt(`scope table ${this.file} is shorter than its index says (${n} of ${bytes} bytes at offset ${start})`, { file: this.file, offset: start });
-    const out: TableEntry[][] = [];
+    const out: RunBlock[] = [];
     for (let m = i; m < j; m++) {
       const k = this.blocks[m]!;
-      out.push(this.#decode(m, buf.subarray(k.offset - start, k.offset - start + k.length), keep));
+      out.push({ index: m, bytes: buf.subarray(k.offset - start, k.offset - start + k.length), entries: null });
     }
-    return Object.assign(out, { buffer: buf });
+    return { blocks: out, buffer: buf };
+  }
+
+  /** A block of a run, decoded (and checked) now if it was not. */
+  #entriesOf(block: RunBlock, keep: boolean): TableEntry[] {
+    return block.entries ?? this.#decode(block.index, block.bytes!, keep);
   }
 
   #decode(i: number, bytes: Uint8Array, keep: boolean): TableEntry[] {
