@@ -121,17 +121,26 @@ class RealFileHandle implements FileHandle {
     return done;
   }
 
-  async write(data: Uint8Array, position: number): Promise<void> {
+  write(data: Uint8Array, position: number): Promise<void> {
     this.#wrote = true;
+    // Not an async function: a small write is done here, and its answer needs no frame of its own.
     if (data.length <= SMALL_IO_BYTES) {
-      const fd = this.#live;
-      for (let done = 0; done < data.length; ) {
-        const n = fs.writeSync(fd, data, done, data.length - done, position + done);
-        if (n <= 0) throw shortWriteError(this.path);
-        done += n;
+      try {
+        const fd = this.#live;
+        for (let done = 0; done < data.length; ) {
+          const n = fs.writeSync(fd, data, done, data.length - done, position + done);
+          if (n <= 0) throw shortWriteError(this.path);
+          done += n;
+        }
+        return Promise.resolve();
+      } catch (err) {
+        return Promise.reject(err as Error);
       }
-      return;
     }
+    return this.#writeAll(data, position);
+  }
+
+  async #writeAll(data: Uint8Array, position: number): Promise<void> {
     let done = 0;
     while (done < data.length) {
       const n = await call<number>((cb) => fs.write(this.#live, data, done, data.length - done, position + done, cb));
@@ -140,15 +149,34 @@ class RealFileHandle implements FileHandle {
     }
   }
 
-  async writev(chunks: readonly Uint8Array[], position: number, where: SyncWhere = 'pool'): Promise<void> {
+  writev(chunks: readonly Uint8Array[], position: number, where: SyncWhere = 'pool'): Promise<void> {
     this.#wrote = true;
-    let pending = chunks.filter((c) => c.length > 0);
     let total = 0;
-    for (const c of pending) total += c.length;
-    const inline = where === 'inline' || total <= SMALL_IO_BYTES;
+    for (const c of chunks) total += c.length;
+    if (where !== 'inline' && total > SMALL_IO_BYTES) return this.#writevPool(chunks, position);
+    // Made here (not an async function: the commit path writes one small group per commit).
+    try {
+      let pending = chunks as Uint8Array[];
+      let at = position;
+      let left = total;
+      while (left > 0) {
+        const n = fs.writevSync(this.#live, pending, at);
+        if (n <= 0) throw shortWriteError(this.path);
+        at += n;
+        left -= n;
+        if (left > 0) pending = afterWritten(pending, n);
+      }
+      return Promise.resolve();
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+  }
+
+  async #writevPool(chunks: readonly Uint8Array[], position: number): Promise<void> {
+    let pending = chunks.filter((c) => c.length > 0);
     let at = position;
     while (pending.length > 0) {
-      const n = inline ? fs.writevSync(this.#live, pending as Uint8Array[], at) : await call<number>((cb) => fs.writev(this.#live, pending as Uint8Array[], at, cb));
+      const n = await call<number>((cb) => fs.writev(this.#live, pending as Uint8Array[], at, cb));
       if (n <= 0) throw shortWriteError(this.path);
       at += n;
       pending = afterWritten(pending, n);

@@ -22,7 +22,7 @@ import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promi
 import { isSeglogError } from '../../errors.js';
 import { CommitBatch } from '../batch.js';
 import { HostStoreError } from '../errors.js';
-import { scopeKey } from '../names.js';
+import { scopeKey, utf8Length } from '../names.js';
 import { checkBatchToken, isRetryOf, stepScope, type ScopeTip } from '../plan.js';
 import {
   batchPayloadBytes,
@@ -55,7 +55,8 @@ interface Member {
   batch: CommitBatch;
   updates: readonly UpdateIn[];
   names: Uint8Array[];
-  commitId: Uint8Array;
+  /** The commit id's UTF-8 length. */
+  commitIdBytes: number;
   frameBytes: number;
   entries: ScopeEntry[];
   homes: number[];
@@ -68,6 +69,10 @@ interface Member {
 type Tip = ScopeTip;
 
 type Verdict = { kind: 'landed' } | { kind: 'same'; as: Member } | { kind: 'accept' } | { kind: 'refuse'; error: HostStoreError };
+
+/** The verdicts that carry nothing of their own (one object each, not one per commit). */
+const LANDED: Verdict = Object.freeze({ kind: 'landed' });
+const ACCEPT: Verdict = Object.freeze({ kind: 'accept' });
 
 export class Committer {
   readonly #r: RealmHandle;
@@ -110,7 +115,8 @@ export class Committer {
     const entries: ScopeEntry[] = new Array(n);
     const names: Uint8Array[] = new Array(n);
     const homes: number[] = new Array(n);
-    let stripe = Infinity;
+    // Not Infinity: a double here would reach every record's `stripe` field (boxed by V8 then).
+    let stripe = -1;
     for (let i = 0; i < n; i++) {
       const scope = updates[i]!.scope;
       const e = r.view.entry(scopeKey(scope), scope.kind, scope.name);
@@ -118,17 +124,18 @@ export class Committer {
       names[i] = e.nameBytes ??= encoder.encode(scope.name);
       const h = (e.homeStripe ??= r.homeStripe(e.kind, e.name, e.key));
       homes[i] = h;
-      if (h < stripe) stripe = h;
+      if (stripe < 0 || h < stripe) stripe = h;
     }
-    const commitId = encoder.encode(batch.commitId);
-    const payload = batchPayloadBytes(commitId, updates, names);
+    // Its UTF-8 length only: the encoder writes it into the frame (format-batch.ts).
+    const commitIdBytes = utf8Length(batch.commitId);
+    const payload = batchPayloadBytes(commitIdBytes, updates, names);
     const frameBytes = FRAME_HEADER_BYTES + payload;
     const limit = Math.min(MAX_PAYLOAD_BYTES, r.stripes[0]!.maxGroupBytes - FRAME_HEADER_BYTES);
     if (payload > limit) {
       return Promise.reject(HostStoreError.invalid(`the batch takes ${payload} bytes as a record, more than this store's ${limit}`));
     }
     return new Promise<void>((resolve, reject) => {
-      this.#queues[stripe]!.push({ batch, updates, names, commitId, frameBytes, entries, homes, done: false, resolve, reject });
+      this.#queues[stripe]!.push({ batch, updates, names, commitIdBytes, frameBytes, entries, homes, done: false, resolve, reject });
       setQueued(this, true);
       this.#schedule(stripe);
     });
@@ -160,7 +167,7 @@ export class Committer {
         let n = 0;
         while (n < queue.length && (n === 0 || bytes + queue[n]!.frameBytes <= budget)) bytes += queue[n++]!.frameBytes;
         const members = queue.splice(0, n);
-        setQueued(this, this.#queues.some((q) => q.length > 0));
+        setQueued(this, this.#anyQueued());
         this.#lastSize[s] = members.length;
         await this.#group(s, members);
       }
@@ -168,6 +175,11 @@ export class Committer {
       this.#scheduled[s] = false;
       if (this.#queues[s]!.length > 0) this.#schedule(s);
     }
+  }
+
+  #anyQueued(): boolean {
+    for (const q of this.#queues) if (q.length > 0) return true;
+    return false;
   }
 
   /** The accepted members' frames, in one buffer for the group (each frame a view of it), and where each put its heads and rows. */
@@ -181,7 +193,7 @@ export class Committer {
       const m = accepted[i]!;
       const f = buffer.subarray(at, at + m.frameBytes);
       const layout: FrameLayout = { heads: [], rows: [] };
-      writeBatchPayload(f, FRAME_HEADER_BYTES, m.batch.token, m.commitId, m.updates, m.names, layout);
+      writeBatchPayload(f, FRAME_HEADER_BYTES, m.batch.token, m.batch.commitId, m.commitIdBytes, m.updates, m.names, layout);
       frames.push(f);
       layouts.push(layout);
       at += m.frameBytes;
@@ -193,20 +205,12 @@ export class Committer {
     const r = this.#r;
     const set = this.#lockSet(s, members);
     const releases: (() => void)[] = [];
-    const settle = (m: Member, err?: unknown): void => {
-      if (m.done) return;
-      m.done = true;
-      if (err === undefined) m.resolve();
-      else m.reject(err);
-    };
     let wrote = false;
-    // Kept cheap (the commit path): one record per group, formatted only when a report asks.
-    const phase = { what: 'waiting for mutexes', set, since: performance.now() };
-    this.phase[s] = phase;
-    const step = (what: string): void => {
-      phase.what = what;
-      phase.since = performance.now();
-    };
+    // Kept cheap (the commit path): one record per stripe, reused by its groups, formatted only
+    // when a report asks.
+    const phase = (this.phase[s] ??= { what: '', set, since: 0 });
+    phase.set = set;
+    step(phase, 'waiting for mutexes');
     try {
       for (const j of set) {
         const mutex = r.stripes[j]!.mutex;
@@ -215,64 +219,32 @@ export class Committer {
       if (r.closed) throw HostStoreError.unavailable('the store handle is closed');
       const poisoned = r.stripes[s]!.poisoned;
       if (poisoned !== null) throw poisoned;
-      step('taking locks');
-      await this.#lockAndRefresh(set);
-      step('resolving');
+      step(phase, 'taking locks');
+      // The kept locks claimed here, without the call's promise (the one-writer fast path).
+      if (!r.locks.claimKept(set)) await this.#lockAndRefresh(set);
+      step(phase, 'resolving');
       const entries = members.length === 1 ? members[0]!.entries : members.flatMap((m) => m.entries);
-      for (let attempt = 0; ; attempt++) {
-        if (!r.resolvedNow(entries)) await r.resolve(entries);
-        // A record that builds on a version not read yet (another stripe's note was read first):
-        // that version was published before the record was written, so reading again finds it.
-        for (let i = 0; i < 3 && entries.some((e) => e.slots.size > 0 && r.view.stoppedOn(e) === PENDING); i++) {
-          await r.catchUpAll();
-          await r.resolve(entries);
-        }
-        // The checks below run without a pause on the bases held now: a checkpoint round that moved
-        // this handle to a newer table meanwhile forgot some (its trim), and those are read again.
-        if (r.resolvedNow(entries)) break;
-        if (attempt >= 8) throw HostStoreError.unavailable('the scopes of a commit did not settle');
-      }
-      step('checking');
-      // The checks run without a pause (no await), so the committer's maps serve every group.
-      const overlay = this.#overlay;
-      const byCommitId = this.#byCommitId;
-      overlay.clear();
-      byCommitId.clear();
-      const accepted: Member[] = [];
-      let followers: Map<Member, Member[]> | null = null;
-      for (const m of members) {
-        const v = this.#check(s, m, overlay, byCommitId);
-        if (v.kind === 'refuse') settle(m, v.error);
-        else if (v.kind === 'landed') settle(m);
-        else if (v.kind === 'same') {
-          followers ??= new Map();
-          followers.set(v.as, [...(followers.get(v.as) ?? []), m]);
-        } else {
-          accepted.push(m);
-          byCommitId.set(m.batch.commitId, m);
-        }
-      }
-      overlay.clear();
-      byCommitId.clear();
+      // Every base held and no state stopped on a version not read yet: what the loop of
+      // #resolveGroup would find at once, answered without its call.
+      if (!this.#readyNow(entries)) await this.#resolveGroup(entries);
+      step(phase, 'checking');
+      const { accepted, followers } = this.#decide(s, members);
       if (accepted.length > 0) {
         const st = r.stripes[s]!;
         const { frames, layouts } = this.#encodeFrames(accepted);
         const fence = st.cursor.fence;
         let written;
-        step('writing');
-        // Nothing else of this handle in flight (the policy also asks about the thread's other
-        // writers): no other commit waits for this thread meanwhile.
-        const lone = accepted.length === 1 && this.#running.size === 1 && this.#queues.every((q) => q.length === 0);
+        step(phase, 'writing');
         try {
-          written = await st.write(frames, fence, { lone, writer: this });
+          written = await st.write(frames, fence, accepted.length === 1 && this.#alone(), this);
         } catch (err) {
           if (err instanceof GroupFailed) {
-            const answer = err.voided
+            const failed = err.voided
               ? HostStoreError.unavailable(`the commit's write failed and was voided; nothing was applied: ${err.cause.message}`, err.cause)
               : HostStoreError.indeterminate(`the commit's write failed and its outcome is unknown: ${err.cause.message}`, err.cause);
             for (const m of accepted) {
-              settle(m, answer);
-              for (const f of followers?.get(m) ?? []) settle(f, answer);
+              answer(m, failed);
+              for (const f of followers?.get(m) ?? []) answer(f, failed);
             }
             return;
           }
@@ -284,23 +256,91 @@ export class Committer {
           r.view.add(recOfMember(s, w.seq, w.offset, w.lsn, fence, accepted[i]!, layouts[i]!));
         }
         for (const m of accepted) {
-          settle(m);
-          for (const f of followers?.get(m) ?? []) settle(f);
+          answer(m);
+          if (followers !== null) for (const f of followers.get(m) ?? []) answer(f);
         }
       }
-      if (followers !== null) for (const [, fs] of followers) for (const f of fs) settle(f);
+      if (followers !== null) for (const [, fs] of followers) for (const f of fs) answer(f);
     } catch (err) {
-      const answer =
+      const failed =
         err instanceof HostStoreError
           ? err
           : HostStoreError.unavailable(`the commit could not be made: ${err instanceof Error ? err.message : String(err)}`, err);
-      for (const m of members) settle(m, answer);
+      for (const m of members) answer(m, failed);
     } finally {
-      step('done');
+      step(phase, 'done');
       for (const release of releases) release();
       r.locks.linger(set);
       if (wrote) this.onGroupWritten();
     }
+  }
+
+  /**
+   * Nothing else of this handle in flight (the policy also asks about the thread's other writers):
+   * no other commit waits for this thread while a lone group's sync waits on it.
+   */
+  #alone(): boolean {
+    if (this.#running.size !== 1) return false;
+    for (const q of this.#queues) if (q.length > 0) return false;
+    return true;
+  }
+
+  /** True when every scope of `entries` has its base and none stops on a version not read yet. */
+  #readyNow(entries: readonly ScopeEntry[]): boolean {
+    const r = this.#r;
+    if (!r.resolvedNow(entries)) return false;
+    for (const e of entries) if (e.slots.size > 0 && r.view.stoppedOn(e) === PENDING) return false;
+    return true;
+  }
+
+  /** Loads the bases of the group's scopes and reads on until their states settle (UNAVAILABLE otherwise). */
+  async #resolveGroup(entries: readonly ScopeEntry[]): Promise<void> {
+    const r = this.#r;
+    for (let attempt = 0; ; attempt++) {
+      if (!r.resolvedNow(entries)) await r.resolve(entries);
+      // A record that builds on a version not read yet (another stripe's note was read first):
+      // that version was published before the record was written, so reading again finds it.
+      for (let i = 0; i < 3 && entries.some((e) => e.slots.size > 0 && r.view.stoppedOn(e) === PENDING); i++) {
+        await r.catchUpAll();
+        await r.resolve(entries);
+      }
+      // The checks run without a pause on the bases held now: a checkpoint round that moved this
+      // handle to a newer table meanwhile forgot some (its trim), and those are read again.
+      if (r.resolvedNow(entries)) return;
+      if (attempt >= 8) throw HostStoreError.unavailable('the scopes of a commit did not settle');
+    }
+  }
+
+  /**
+   * The group's checks, in order, without a pause (so the committer's maps serve every group):
+   * refused and landed commits are answered here; the accepted ones are answered (and their
+   * followers, the same commit queued twice) after the write.
+   */
+  #decide(s: number, members: readonly Member[]): { accepted: Member[]; followers: Map<Member, Member[]> | null } {
+    const overlay = this.#overlay;
+    const byCommitId = this.#byCommitId;
+    // Left empty by every group (cleared at the end below); a lone member records nothing in them
+    // (no member after it reads them), which spares their tables a clear per commit.
+    const record = members.length > 1;
+    const accepted: Member[] = [];
+    let followers: Map<Member, Member[]> | null = null;
+    for (const m of members) {
+      const v = this.#check(s, m, overlay, byCommitId, record);
+      if (v.kind === 'refuse') answer(m, v.error);
+      else if (v.kind === 'landed') answer(m);
+      else if (v.kind === 'same') {
+        followers ??= new Map();
+        followers.set(v.as, [...(followers.get(v.as) ?? []), m]);
+      } else {
+        accepted.push(m);
+        if (record) byCommitId.set(m.batch.commitId, m);
+      }
+    }
+    if (record) {
+      overlay.clear();
+      byCommitId.clear();
+    }
+    return { accepted, followers };
   }
 
   /**
@@ -329,7 +369,6 @@ export class Committer {
   /** Takes the group's stripe locks and makes the view exact for their scopes (backing off when told to). */
   async #lockAndRefresh(set: readonly number[]): Promise<void> {
     const r = this.#r;
-    if (r.locks.claimKept(set)) return;
     const deadline = performance.now() + r.s.lockWaitMs;
     let delay = 1;
     for (;;) {
@@ -354,14 +393,14 @@ export class Committer {
   }
 
   /** The checks of one member against the view and the members accepted before it in its group (lib/host/plan.ts). */
-  #check(s: number, m: Member, overlay: Map<ScopeEntry, Tip>, byCommitId: Map<string, Member>): Verdict {
+  #check(s: number, m: Member, overlay: Map<ScopeEntry, Tip>, byCommitId: Map<string, Member>, record: boolean): Verdict {
     const r = this.#r;
     const batch = m.batch;
     const earlier = byCommitId.get(batch.commitId);
     if (earlier !== undefined) return { kind: 'same', as: earlier };
     const tips = m.entries.map((e) => this.#tip(e, overlay));
     // A retry of a batch that landed: some scope it writes shows its commit id at its version.
-    if (isRetryOf(batch, tips, (i, version) => r.view.visibleAt(m.entries[i]!, version)?.commitId)) return { kind: 'landed' };
+    if (isRetryOf(batch, tips, (i, version) => r.view.visibleAt(m.entries[i]!, version)?.commitId)) return LANDED;
     let next: Tip[];
     try {
       checkBatchToken(batch.token, this.#switches.skipFenceCheck === true ? batch.token : r.stripes[s]!.cursor.fence);
@@ -370,9 +409,23 @@ export class Committer {
       if (err instanceof HostStoreError) return { kind: 'refuse', error: err };
       throw err;
     }
-    for (let i = 0; i < m.entries.length; i++) overlay.set(m.entries[i]!, next[i]!);
-    return { kind: 'accept' };
+    if (record) for (let i = 0; i < m.entries.length; i++) overlay.set(m.entries[i]!, next[i]!);
+    return ACCEPT;
   }
+}
+
+/** Answers a member once (later answers are ignored). */
+function answer(m: Member, err?: unknown): void {
+  if (m.done) return;
+  m.done = true;
+  if (err === undefined) m.resolve();
+  else m.reject(err);
+}
+
+/** A group's phase moves on: what it does now, and since when. */
+function step(phase: { what: string; since: number }, what: string): void {
+  phase.what = what;
+  phase.since = performance.now();
 }
 
 /** The view's record of a member just written (the same record a scan of the stripe reads back). */
@@ -385,6 +438,8 @@ function recOfMember(stripe: number, seq: number, offset: number, lsn: number, f
     const head = layout.heads[i];
     const rows = layout.rows[i]!;
     for (let k = 0; k < rows.length; k += 2) rows[k]! += base;
+    // The layout's own pair, moved to the file's offsets like the rows: no second pair per head.
+    if (head !== undefined) head[0] += base;
     updates[i] = {
       key: e.key,
       kind: e.kind,
@@ -394,7 +449,7 @@ function recOfMember(stripe: number, seq: number, offset: number, lsn: number, f
       del: u.delete === true,
       truncateAfter: u.truncateAfter,
       dropBefore: u.dropBefore,
-      head: head === undefined ? undefined : [base + head[0], head[1]],
+      head,
       rows,
     };
   }

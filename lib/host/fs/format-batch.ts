@@ -39,9 +39,9 @@ export interface UpdateIn {
   delete?: boolean;
 }
 
-/** Bytes of the BATCH payload for these updates (names pre-encoded). */
-export function batchPayloadBytes(commitId: Uint8Array, updates: readonly UpdateIn[], names: readonly Uint8Array[]): number {
-  let n = 1 + 8 + 1 + commitId.length + 4;
+/** Bytes of the BATCH payload for these updates (names pre-encoded; the commit id's UTF-8 length). */
+export function batchPayloadBytes(commitIdBytes: number, updates: readonly UpdateIn[], names: readonly Uint8Array[]): number {
+  let n = 1 + 8 + 1 + commitIdBytes + 4;
   for (let i = 0; i < updates.length; i++) {
     const u = updates[i]!;
     n += 1 + 2 + names[i]!.length + 1 + 8 + 4;
@@ -61,16 +61,17 @@ export function writeBatchPayload(
   b: Uint8Array,
   at: number,
   token: number,
-  commitId: Uint8Array,
+  commitId: string,
+  commitIdBytes: number,
   updates: readonly UpdateIn[],
   names: readonly Uint8Array[],
   layout?: { heads: ([number, number] | undefined)[]; rows: number[][] },
 ): number {
   b[at] = REC_BATCH;
   putU64(b, at + 1, token);
-  b[at + 9] = commitId.length;
-  b.set(commitId, at + 10);
-  let p = at + 10 + commitId.length;
+  b[at + 9] = commitIdBytes;
+  putUtf8(b, at + 10, commitId, commitIdBytes);
+  let p = at + 10 + commitIdBytes;
   putU32(b, p, updates.length);
   p += 4;
   for (let i = 0; i < updates.length; i++) {
@@ -116,6 +117,20 @@ export function writeBatchPayload(
     if (offsets !== undefined) layout!.rows.push(offsets);
   }
   return p;
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * Writes `s` (well formed) as UTF-8 at `at`: `bytes` is its UTF-8 length. An ASCII string (as long
+ * in bytes as in code units) is copied here, without the encoder's call and its answer.
+ */
+function putUtf8(b: Uint8Array, at: number, s: string, bytes: number): void {
+  if (bytes === s.length) {
+    for (let i = 0; i < bytes; i++) b[at + i] = s.charCodeAt(i);
+    return;
+  }
+  encoder.encodeInto(s, b.subarray(at, at + bytes));
 }
 
 /** One update of a decoded BATCH, with where its bytes lie (offsets relative to the payload). */

@@ -50,9 +50,16 @@ export function putU32(b: Uint8Array, at: number, v: number): void {
   b[at + 2] = (v >>> 16) & 0xff;
   b[at + 3] = (v >>> 24) & 0xff;
 }
-/** A u64 read as a number; values above 2^53 − 1 read as NaN-free but unsafe numbers (callers check). */
+/**
+ * A u64 read as a number; values above 2^53 − 1 read as NaN-free but unsafe numbers (callers check).
+ * A value below 2^32 is answered as the low word itself: the product with 2^32 (not a small
+ * integer) would make every value a heap number, and the lsns, offsets and tokens read this way
+ * end in the fields of the records a view keeps, whose every numeric field V8 then boxes.
+ */
 export function u64(b: Uint8Array, at: number): number {
-  return u32(b, at) + u32(b, at + 4) * 0x100000000;
+  const hi = u32(b, at + 4);
+  const lo = u32(b, at);
+  return hi === 0 ? lo : lo + hi * 0x100000000;
 }
 export function putU64(b: Uint8Array, at: number, v: number): void {
   putU32(b, at, v >>> 0);

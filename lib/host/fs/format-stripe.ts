@@ -145,7 +145,8 @@ export interface Published extends Position {
 export function encodePublished(p: Published): Uint8Array {
   const b = new Uint8Array(PUBLISHED_BYTES);
   putOpening(b, MAGIC.published);
-  b.set(p.boot.subarray(0, 16), 8);
+  // A 16-byte boot id (every one this store makes) is copied without a view of it (one per commit).
+  b.set(p.boot.length === 16 ? p.boot : p.boot.subarray(0, 16), 8);
   putPosition(b, 24, p);
   putClosingCrc(b, 60);
   return b;

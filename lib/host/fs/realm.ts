@@ -239,7 +239,9 @@ export class RealmHandle {
 
   /** The stripe a scope is homed in: the first 32 bits of its digest, modulo the stripe count. */
   homeStripe(kind: ScopeKind, name: string, key: string): number {
-    return parseInt(this.digestOf(kind, name, key).slice(0, 8), 16) % this.format.stripes;
+    // `| 0` keeps the (small) result an integer V8 stores unboxed: the 32-bit value modulo K is a
+    // double otherwise, and it ends in every record's `stripe` field.
+    return (parseInt(this.digestOf(kind, name, key).slice(0, 8), 16) % this.format.stripes) | 0;
   }
 
   scopeDir(e: { kind: ScopeKind; name: string; key: string }): string {

@@ -346,9 +346,11 @@ export class Stripe {
     return { end, salt };
   }
 
-  async publish(p: Position): Promise<void> {
-    const h = this.#published.current ?? (await this.#published.get());
-    await h.write(encodePublished({ seq: p.seq, offset: p.offset, lsn: p.lsn, fence: p.fence, boot: this.cfg.boot }), 0);
+  publish(p: Position): Promise<void> {
+    const note = encodePublished({ seq: p.seq, offset: p.offset, lsn: p.lsn, fence: p.fence, boot: this.cfg.boot });
+    // Not an async function: once the note's file is open (after the first) this is one small write.
+    const h = this.#published.current;
+    return h !== null && h !== undefined ? h.write(note, 0) : this.#published.get().then((opened) => opened.write(note, 0));
   }
 
   async #writeHandle(seq: number): Promise<FileHandle> {
@@ -374,89 +376,60 @@ export class Stripe {
   /**
    * Writes frames (each: 16 bytes of room for the header, then the payload) at the cursor with
    * one writev and one fdatasync, then publishes. The cursor must be the valid end (lock held,
-   * caught up). `fence` is the highest fence token after the group. `sync.lone`: the group is the
-   * only work in flight of `sync.writer` (the handle's committer), so its sync may wait on the
+   * caught up). `fence` is the highest fence token after the group. `lone`: the group is the
+   * only work in flight of `writer` (the handle's committer), so its sync may wait on the
    * calling thread (InlineSyncPolicy). On failure the group is voided (see the module header)
    * and the stripe poisoned; the error says whether the void held.
    */
-  async write(frames: readonly Uint8Array[], fence: number, sync: { lone: boolean; writer: object } = { lone: false, writer: this }): Promise<Written[]> {
+  async write(frames: readonly Uint8Array[], fence: number, lone = false, writer: object = this): Promise<Written[]> {
     if (this.poisoned !== null) throw this.poisoned;
     let total = 0;
     for (const f of frames) total += f.length;
     if (total > this.maxGroupBytes) throw new RangeError('group larger than a stripe file');
     // The cursor is replaced, never changed in place: holding the object keeps the position.
     const start = this.cursor;
-    let voidAt: { handle: FileHandle; offset: number; length: number } | null = null;
+    // What a failure zeroes: the group's frames, or the SEAL of a roll (see #voidAndPoison).
+    const voidAt: VoidRange = { handle: null, offset: 0, length: 0 };
     try {
-      let handle = this.#writer?.seq === start.seq ? this.#writer.handle : await this.#writeHandle(start.seq);
-      let cursor = start;
-      let salt = this.cursorSalt;
-      if (cursor.offset + total + SEAL_FRAME_BYTES > this.cfg.fileBytes) {
-        // Roll: a SEAL here, the next file made durable, then the seal synced.
-        const seal = new Uint8Array(SEAL_FRAME_BYTES);
-        seal.set(encodeSealPayload(), FRAME_HEADER_BYTES);
-        sealFrame(seal, 0, 1, cursor.lsn, salt);
-        // Voiding the seal voids the group: the new file is then no successor of this one, and
-        // the roll that follows rewrites it from its start.
-        voidAt = { handle, offset: cursor.offset, length: SEAL_FRAME_BYTES };
-        await handle.write(seal, cursor.offset);
-        const made = await createStripeFile(
-          this.cfg.fs,
-          this.dir,
-          { stripe: this.index, seq: cursor.seq + 1, firstLsn: cursor.lsn + 1, fence: cursor.fence, realmTag: this.cfg.realmTag },
-          this.cfg.preallocBytes,
-        );
-        await handle.datasync();
-        const oldSeq = cursor.seq;
-        this.#writer = { seq: oldSeq + 1, handle: made.handle, salt: made.salt, allocated: made.allocated };
-        this.#saltOf.set(oldSeq + 1, made.salt);
-        // The old handle stays open for a void of the seal; it is closed once the group settles.
-        const oldHandle = handle;
-        handle = made.handle;
-        cursor = { seq: oldSeq + 1, offset: STRIPE_HEADER_BYTES, lsn: cursor.lsn + 1, fence: cursor.fence };
-        salt = made.salt;
-        this.cursor = cursor;
-        this.cursorSalt = salt;
-        this.#pendingClose = oldHandle;
-      }
-      const out: Written[] = [];
+      if (start.offset + total + SEAL_FRAME_BYTES > this.cfg.fileBytes) await this.#roll(start, voidAt);
+      else if (this.#writer?.seq !== start.seq) await this.#writeHandle(start.seq);
+      const file = this.#writer!;
+      const handle = file.handle;
+      const cursor = this.cursor;
+      const salt = this.cursorSalt;
+      const out: Written[] = new Array(frames.length);
       let at = cursor.offset;
       let lsn = cursor.lsn;
-      for (const f of frames) {
+      for (let i = 0; i < frames.length; i++) {
+        const f = frames[i]!;
         sealFrame(f, 0, f.length - FRAME_HEADER_BYTES, lsn, salt);
-        out.push({ seq: cursor.seq, offset: at, lsn });
+        out[i] = { seq: cursor.seq, offset: at, lsn };
         at += f.length;
         lsn++;
       }
-      const writer = this.#writer!;
-      // Frames that are back-to-back views of one buffer go out as one chunk.
-      const f0 = frames[0]!;
-      const last = frames[frames.length - 1]!;
-      let contiguous = last.byteOffset + last.length - f0.byteOffset === total;
-      for (let i = 1; contiguous && i < frames.length; i++) {
-        const f = frames[i]!;
-        const before = frames[i - 1]!;
-        contiguous = f.buffer === f0.buffer && f.byteOffset === before.byteOffset + before.length;
-      }
-      const chunks: Uint8Array[] = contiguous ? [frames.length === 1 ? f0 : new Uint8Array(f0.buffer, f0.byteOffset, total)] : [...frames];
-      let allocated = writer.allocated;
+      const chunks = groupChunks(frames, total);
+      let allocated = file.allocated;
       if (at > allocated || allocated - at < FRAME_HEADER_BYTES) {
         const target = Math.min(this.cfg.fileBytes, Math.ceil((at + this.cfg.preallocBytes) / 4096) * 4096);
-        if (target > at) chunks.push(...zeroChunks(target - at));
+        if (target > at) for (const z of zeroChunks(target - at)) chunks.push(z);
         allocated = Math.max(at, target);
       }
       // Every frame of the group, not only the first: after a void, a retry of the same size lands
       // where the first frame was, and a frame after it left valid would follow it in the chain.
-      if (voidAt === null) voidAt = { handle, offset: cursor.offset, length: total };
+      if (voidAt.handle === null) {
+        voidAt.handle = handle;
+        voidAt.offset = cursor.offset;
+        voidAt.length = total;
+      }
       await handle.writev(chunks, cursor.offset);
-      writer.allocated = Math.max(writer.allocated, allocated);
+      file.allocated = Math.max(file.allocated, allocated);
       const end = { seq: cursor.seq, offset: at, lsn, fence: Math.max(fence, cursor.fence) };
       if (this.cfg.mistakes?.publishBeforeSync === true) {
         await this.publish(end);
         // The planted mistake: the sync runs a turn later, after the answer.
         setImmediate(() => void handle.datasync().catch(() => undefined));
       } else {
-        await this.cfg.syncs.datasync(handle, sync.lone, sync.writer);
+        await this.cfg.syncs.datasync(handle, lone, writer);
         await this.publish(end);
       }
       this.cursor = end;
@@ -464,23 +437,61 @@ export class Stripe {
       if (this.#pendingClose !== null) await this.#closePending();
       return out;
     } catch (err) {
-      const cause = err instanceof SeglogError ? err : fromIo(err, `write stripe ${this.index}`, this.fileOf(start.seq));
-      let voided = voidAt === null;
-      if (voidAt !== null) {
-        try {
-          await voidAt.handle.writev(zeroChunks(voidAt.length), voidAt.offset);
-          await voidAt.handle.datasync();
-          voided = true;
-        } catch {
-          voided = false;
-        }
-      }
-      this.cursor = start;
-      this.cursorSalt = await this.saltOf(start.seq).catch(() => this.cursorSalt);
-      await this.#closePending();
-      this.poisoned = HostStoreError.unavailable(`stripe ${this.index} refuses writes after an I/O failure; reopen the store`, cause);
-      throw new GroupFailed(voided, cause);
+      throw await this.#voidAndPoison(err, start, voidAt);
     }
+  }
+
+  /**
+   * The roll before a group that would pass the file: a SEAL at `start`, the next file created
+   * and made durable, then the seal synced; the cursor moves to the new file's first record.
+   * Voiding the seal voids the group: the new file is then no successor of this one, and the
+   * roll that follows rewrites it from its start.
+   */
+  async #roll(start: Position, voidAt: VoidRange): Promise<void> {
+    const handle = this.#writer?.seq === start.seq ? this.#writer.handle : await this.#writeHandle(start.seq);
+    const seal = new Uint8Array(SEAL_FRAME_BYTES);
+    seal.set(encodeSealPayload(), FRAME_HEADER_BYTES);
+    sealFrame(seal, 0, 1, start.lsn, this.cursorSalt);
+    voidAt.handle = handle;
+    voidAt.offset = start.offset;
+    voidAt.length = SEAL_FRAME_BYTES;
+    await handle.write(seal, start.offset);
+    const made = await createStripeFile(
+      this.cfg.fs,
+      this.dir,
+      { stripe: this.index, seq: start.seq + 1, firstLsn: start.lsn + 1, fence: start.fence, realmTag: this.cfg.realmTag },
+      this.cfg.preallocBytes,
+    );
+    await handle.datasync();
+    this.#writer = { seq: start.seq + 1, handle: made.handle, salt: made.salt, allocated: made.allocated };
+    this.#saltOf.set(start.seq + 1, made.salt);
+    // The old handle stays open for a void of the seal; it is closed once the group settles.
+    this.cursor = { seq: start.seq + 1, offset: STRIPE_HEADER_BYTES, lsn: start.lsn + 1, fence: start.fence };
+    this.cursorSalt = made.salt;
+    this.#pendingClose = handle;
+  }
+
+  /**
+   * After a failed write, sync or publish: zeroes what `voidAt` names and syncs it, puts the
+   * cursor back at `start`, poisons the stripe, and answers the GroupFailed to throw.
+   */
+  async #voidAndPoison(err: unknown, start: Position, voidAt: VoidRange): Promise<GroupFailed> {
+    const cause = err instanceof SeglogError ? err : fromIo(err, `write stripe ${this.index}`, this.fileOf(start.seq));
+    let voided = voidAt.handle === null;
+    if (voidAt.handle !== null) {
+      try {
+        await voidAt.handle.writev(zeroChunks(voidAt.length), voidAt.offset);
+        await voidAt.handle.datasync();
+        voided = true;
+      } catch {
+        voided = false;
+      }
+    }
+    this.cursor = start;
+    this.cursorSalt = await this.saltOf(start.seq).catch(() => this.cursorSalt);
+    await this.#closePending();
+    this.poisoned = HostStoreError.unavailable(`stripe ${this.index} refuses writes after an I/O failure; reopen the store`, cause);
+    return new GroupFailed(voided, cause);
   }
 
   #pendingClose: FileHandle | null = null;
@@ -545,4 +556,24 @@ export class GroupFailed extends Error {
   ) {
     super(`group write failed (${voided ? 'voided' : 'outcome unknown'}): ${cause.message}`);
   }
+}
+
+/** What a failed group zeroes: a range of one file (no handle: nothing was written yet). */
+interface VoidRange {
+  handle: FileHandle | null;
+  offset: number;
+  length: number;
+}
+
+/** The chunks of one writev for a group's frames: back-to-back views of one buffer go out as one. */
+function groupChunks(frames: readonly Uint8Array[], total: number): Uint8Array[] {
+  const f0 = frames[0]!;
+  if (frames.length === 1) return [f0];
+  let contiguous = true;
+  for (let i = 1; contiguous && i < frames.length; i++) {
+    const f = frames[i]!;
+    const before = frames[i - 1]!;
+    contiguous = f.buffer === f0.buffer && f.byteOffset === before.byteOffset + before.length;
+  }
+  return contiguous ? [new Uint8Array(f0.buffer, f0.byteOffset, total)] : [...frames];
 }
