@@ -79,8 +79,10 @@ export class TableEntry {
   readonly #headLen: number;
 
   /** @internal Made by `decodeBlock`, which decoded and checked every field (`block` is a Buffer over the block). */
-  constructor(block: Buffer, at: number, size: number, kind: ScopeKind, flags: number, name: string, nameLen: number, commitId: string, version: number, first: number, end: number, headAt: number, headLen: number) {
-    this.#block = block;
+  constructor(block: Uint8Array, at: number, size: number, kind: ScopeKind, flags: number, name: string, nameLen: number, commitId: string, version: number, first: number, end: number, headAt: number, headLen: number) {
+    // A Buffer over the block (decodeBlock makes it); declared a Uint8Array so that the package's
+    // declarations need no Node types.
+    this.#block = block as Buffer;
     this.#at = at;
     this.#size = size;
     this.kind = kind;
