@@ -345,8 +345,8 @@ class FaultyHandle implements FileHandle {
     await this.#inner.close().catch(() => undefined);
   }
 
-  read(into: Uint8Array, position: number): Promise<number> {
-    return this.#fs.run({ kind: 'read', path: this.path, position, length: into.length }, () => this.#inner.read(into, position));
+  read(into: Uint8Array, position: number, where?: SyncWhere): Promise<number> {
+    return this.#fs.run({ kind: 'read', path: this.path, position, length: into.length }, () => this.#inner.read(into, position, where));
   }
 
   write(data: Uint8Array, position: number): Promise<void> {

@@ -93,8 +93,8 @@ class RealFileHandle implements FileHandle {
     return this.#fd;
   }
 
-  read(into: Uint8Array, position: number): Promise<number> {
-    if (into.length <= SMALL_IO_BYTES) {
+  read(into: Uint8Array, position: number, where: SyncWhere = 'pool'): Promise<number> {
+    if (into.length <= SMALL_IO_BYTES || where === 'inline') {
       try {
         const fd = this.#live;
         let done = 0;

@@ -49,8 +49,12 @@ export type SyncWhere = 'pool' | 'inline';
 /** An open file. Positions are byte offsets; there is no implicit file position. */
 export interface FileHandle {
   readonly path: string;
-  /** Reads up to `into.length` bytes at `position`; answers how many were read (fewer at the end). */
-  read(into: Uint8Array, position: number): Promise<number>;
+  /**
+   * Reads up to `into.length` bytes at `position`; answers how many were read (fewer at the end).
+   * `where` says which thread waits for the copy (see SyncWhere; a small read is made on the
+   * calling thread whatever it says); it changes nothing of what is read.
+   */
+  read(into: Uint8Array, position: number, where?: SyncWhere): Promise<number>;
   /** Writes all of `data` at `position`. */
   write(data: Uint8Array, position: number): Promise<void>;
   /**

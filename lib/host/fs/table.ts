@@ -275,7 +275,11 @@ export class ScopeTable {
     while (j < this.blocks.length && (j === i || bytes + this.blocks[j]!.length <= SCAN_READ_BYTES) && !this.#cache.has(j)) bytes += this.blocks[j++]!.length;
     const start = this.blocks[i]!.offset;
     const buf = into !== null && into.length >= bytes ? into : Buffer.allocUnsafeSlow(Math.max(bytes, SCAN_READ_BYTES));
-    const n = await this.#h.read(buf.subarray(0, bytes), start);
+    // On the calling thread: a table a round wrote or a load read is in the page cache, and on a
+    // busy machine the pool's two hand-offs cost more than the copy of a run (a cold open + list:
+    // 0.83x the time with these reads on the pool at 10,000 scopes, 0.67x at 100,000, paired;
+    // docs/host-store.md). A table not in the page cache blocks the event loop for its reads.
+    const n = await this.#h.read(buf.subarray(0, bytes), start, 'inline');
     if (n !== bytes) throw corrupt(`scope table ${this.file} is shorter than its index says (${n} of ${bytes} bytes at offset ${start})`, { file: this.file, offset: start });
     const out: RunBlock[] = [];
     for (let m = i; m < j; m++) {

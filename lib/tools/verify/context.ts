@@ -8,7 +8,7 @@
 // Guarantees: reads are bounded (`readBounded` refuses a file longer than the caller's bound before
 // it allocates); a checker reports what it finds and goes on, it never throws at the first problem.
 
-import type { EntryStat, FileHandle, FileStat, FileSystem, OpenMode } from '../../fs/types.js';
+import type { EntryStat, FileHandle, FileStat, FileSystem, OpenMode, SyncWhere } from '../../fs/types.js';
 
 /**
  * An `error` is damage a store cannot read past (its open or a read fails with CORRUPT, or
@@ -97,8 +97,8 @@ class ReadOnlyHandle implements FileHandle {
     this.#inner = inner;
     this.path = inner.path;
   }
-  read(into: Uint8Array, position: number): Promise<number> {
-    return this.#inner.read(into, position);
+  read(into: Uint8Array, position: number, where?: SyncWhere): Promise<number> {
+    return this.#inner.read(into, position, where);
   }
   size(): Promise<number> {
     return this.#inner.size();
