@@ -14,9 +14,10 @@
 // sends only its fsync to the pool). Measured on the 2-core machine, loaded: opening a node of
 // 1,000 groups took 0.45x the time it took with these on the pool (docs/raft-store.md). So an
 // open or a load may never hand anything to the pool: the stores' opens each wait one turn of the
-// event loop (setImmediate) so that a loop of opens cannot starve timers and I/O callbacks. Large transfers, syncs, and opens that
-// create or write keep to the pool; a sync or a large write runs on the calling thread only when
-// its caller asks (`datasync('inline')`, `writev(..., 'inline')`).
+// event loop (setImmediate) so that a loop of opens cannot starve timers and I/O callbacks.
+// Large transfers, syncs, and opens that create keep to the pool; a sync, a large write or a
+// large read runs on the calling thread only when its caller asks (`datasync('inline')`,
+// `writev(..., 'inline')`, `read(..., 'inline')`).
 
 import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
