@@ -30,14 +30,36 @@ async function expectScope(store: FsHostStore, ref: ScopeRef, want: { version: n
   rows.forEach((r, k) => assert.deepEqual(Buffer.from(r.data), Buffer.from(rowOf(want.scope, want.first + k)), `${ref.name} row ${want.first + k}`));
 }
 
-test('checkpoint rounds on a worker thread move the stripes into the scope table and the homes while commits go on', { timeout: 120_000 }, async () => {
-  const root = await mkdtemp(join(tmpdir(), 'seglog-host-ckpt-'));
-  const dir = join(root, 'realm');
-  // Every handle is closed however the test ends: an open one (and its checkpoint worker) would
-  // keep the test process alive.
+/** The handles a test opened: `closeAll` closes them, in order, and forgets them. */
+interface Handles {
+  track(s: FsHostStore): FsHostStore;
+  closeAll(): Promise<void>;
+}
+
+/**
+ * Runs `body` on a realm directory of its own; every handle it tracks is closed, and the directory
+ * removed, however it ends (an open handle, and its checkpoint worker, would keep the test process
+ * alive).
+ */
+async function withRealm(prefix: string, body: (dir: string, handles: Handles) => Promise<void>): Promise<void> {
+  const root = await mkdtemp(join(tmpdir(), prefix));
   const open: FsHostStore[] = [];
-  const track = (s: FsHostStore): FsHostStore => (open.push(s), s);
+  const handles: Handles = {
+    track: (s) => (open.push(s), s),
+    closeAll: async () => {
+      for (const s of open.splice(0)) await s.close();
+    },
+  };
   try {
+    await body(join(root, 'realm'), handles);
+  } finally {
+    for (const s of open) await s.close().catch(() => undefined);
+    await rm(root, { recursive: true, force: true });
+  }
+}
+
+test('checkpoint rounds on a worker thread move the stripes into the scope table and the homes while commits go on', { timeout: 120_000 }, async () => {
+  await withRealm('seglog-host-ckpt-', async (dir, { track }) => {
     const options = { stripes: 2, stripeFileBytes: 64 * 1024, preallocBytes: 8 * 1024, checkpointBytes: 32 * 1024 };
     const store = track(await openFsHostStore(dir, options));
     const { token } = await store.acquireFence('exclusive');
@@ -95,10 +117,7 @@ test('checkpoint rounds on a worker thread move the stripes into the scope table
     for (const kind of ['session', 'record'] as const) listed += (await again.listHeads(kind, null, 1000)).heads.length;
     assert.equal(listed, n);
     await again.close();
-  } finally {
-    for (const s of open) await s.close().catch(() => undefined);
-    await rm(root, { recursive: true, force: true });
-  }
+  });
 });
 
 // A handle whose cursor fell behind a checkpoint round finds its stripe files gone: through a
@@ -107,13 +126,9 @@ test('checkpoint rounds on a worker thread move the stripes into the scope table
 // damage and not a writer that died rolling (a roll to complete would publish an end behind the
 // real one).
 test('a handle behind a checkpoint round that removed the successor of its file loads and commits on', { timeout: 60_000 }, async () => {
-  const root = await mkdtemp(join(tmpdir(), 'seglog-host-ckpt-behind-'));
-  const dir = join(root, 'realm');
   const options = { stripes: 1, stripeFileBytes: 64 * 1024, preallocBytes: 8 * 1024, checkpointBytes: 1 << 30, checkpointIn: 'thread' as const, lockLingerMs: 0 };
-  const open: FsHostStore[] = [];
-  try {
-    const a = await openFsHostStore(dir, options);
-    open.push(a);
+  await withRealm('seglog-host-ckpt-behind-', async (dir, { track, closeAll }) => {
+    const a = track(await openFsHostStore(dir, options));
     const { token } = await a.acquireFence('exclusive');
     const scope: ScopeRef = { kind: 'session', name: 'busy' };
     const other: ScopeRef = { kind: 'record', name: 'quiet' };
@@ -123,8 +138,7 @@ test('a handle behind a checkpoint round that removed the successor of its file 
       await a.commit(CommitBatch.tryNew(`a-${version + 1}`, token, [update]));
       version++;
     };
-    const b = await openFsHostStore(dir, options);
-    open.push(b);
+    const b = track(await openFsHostStore(dir, options));
     let otherVersion = 0;
     for (const step of ['commit', 'load'] as const) {
       await commitA();
@@ -148,16 +162,12 @@ test('a handle behind a checkpoint round that removed the successor of its file 
         assert.equal((await b.loadHead(scope))?.version, version);
       }
     }
-    for (const s of open.splice(0)) await s.close();
-    const again = await openFsHostStore(dir, options);
-    open.push(again);
+    await closeAll();
+    const again = track(await openFsHostStore(dir, options));
     assert.equal((await again.loadHead(scope))?.version, version);
     assert.equal((await again.readRows(scope, 0, 1000)).length, version);
     assert.equal((await again.loadHead(other))?.version, otherVersion);
-  } finally {
-    for (const s of open) await s.close().catch(() => undefined);
-    await rm(root, { recursive: true, force: true });
-  }
+  });
 });
 
 // The stress that found the case above: on the real file system, a writer's checkpoint rounds run
@@ -166,12 +176,8 @@ test('a handle behind a checkpoint round that removed the successor of its file 
 // and every open answers, and a fresh handle at the end reads every scope at the version its
 // writer reached, with all its rows.
 test('two more writing handles and a loop of opens beside a writer whose rounds remove stripe files: every call answers, nothing is lost', { timeout: 120_000 }, async () => {
-  const root = await mkdtemp(join(tmpdir(), 'seglog-host-ckpt-stress-'));
-  const dir = join(root, 'realm');
   const options = { stripes: 2, stripeFileBytes: 64 * 1024, preallocBytes: 8 * 1024, checkpointBytes: 32 * 1024 };
-  const open: FsHostStore[] = [];
-  const track = (s: FsHostStore): FsHostStore => (open.push(s), s);
-  try {
+  await withRealm('seglog-host-ckpt-stress-', async (dir, { track, closeAll }) => {
     const a = track(await openFsHostStore(dir, options));
     const { token } = await a.acquireFence('exclusive');
     const b = track(await openFsHostStore(dir, options));
@@ -217,7 +223,7 @@ test('two more writing handles and a loop of opens beside a writer whose rounds 
     assert.ok(opens > 0, 'the loop opened handles while the writers ran');
     const stripeFiles = (await readdir(join(dir, 'stripes', '0'))).filter((n) => n.endsWith('.wal'));
     assert.ok(!stripeFiles.includes('0000000000000000.wal'), 'rounds removed stripe files meanwhile');
-    for (const s of open.splice(0)) await s.close();
+    await closeAll();
     const again = track(await openFsHostStore(dir, options));
     for (const { scopes, versions } of written) {
       for (const [i, scope] of scopes.entries()) {
@@ -225,19 +231,14 @@ test('two more writing handles and a loop of opens beside a writer whose rounds 
         assert.equal((await again.readRows(scope, 0, 100_000)).length, versions[i], `${scope.name} rows`);
       }
     }
-  } finally {
-    for (const s of open) await s.close().catch(() => undefined);
-    await rm(root, { recursive: true, force: true });
-  }
+  });
 });
 
 // Every file-system call of an open, a load and a close of a realm at rest may be made on the
 // calling thread (lib/fs/real.ts): without the turn of the event loop an open waits, a loop of
 // them would run to its end before any timer or I/O callback (the stress above hung so).
 test('a loop of opens, loads and closes of a realm at rest lets timers run', { timeout: 60_000 }, async () => {
-  const root = await mkdtemp(join(tmpdir(), 'seglog-host-open-turn-'));
-  const dir = join(root, 'realm');
-  try {
+  await withRealm('seglog-host-open-turn-', async (dir) => {
     const options = { stripes: 2, checkpointIn: 'thread' as const };
     const store = await openFsHostStore(dir, options);
     const { token } = await store.acquireFence('exclusive');
@@ -257,7 +258,5 @@ test('a loop of opens, loads and closes of a realm at rest lets timers run', { t
       clearInterval(timer);
     }
     assert.ok(fired >= 3, `a timer ran during the loop (${fired} times in ${loops} opens)`);
-  } finally {
-    await rm(root, { recursive: true, force: true });
-  }
+  });
 });

@@ -183,8 +183,8 @@ export class ScopeTable {
       const code = KIND_CODE[kind];
       let i = after === null ? this.#firstBlockOfKind(code) : Math.max(0, this.#blockOf(code, after));
       for (; i < this.blocks.length && this.blocks[i]!.kind <= code; ) {
-        // Not kept: a listing reads forward. The scan reads every run into one buffer of its own,
-        // so a listing of a large table leaves no trail of read buffers for the collector.
+        // Not kept: a listing reads forward. Every run is read into the one buffer this scan
+        // holds (the table's spare when free), so a listing leaves no trail of read buffers.
         const run = await this.#blocksFrom(i, reuse);
         reuse = run.buffer;
         for (const block of run.blocks) {
