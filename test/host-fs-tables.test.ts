@@ -12,6 +12,8 @@ import { openCell, peekCell } from '../cells/index.js';
 import { CommitBatch, isDamagedAnswer, openFsHostStore, type FsHostStore, type ScopeKind, type ScopeRef } from '../lib/host/index.js';
 import { INLINE_SCOPE_BYTES } from '../lib/host/fs/format.js';
 import { realFs } from '../lib/fs/real.js';
+import { decodeBlock, encodeEntry } from '../lib/host/fs/format-table.js';
+import { SeglogError } from '../lib/errors.js';
 
 const te = new TextEncoder();
 
@@ -264,4 +266,43 @@ test('what a listing and a load answer from the table are plain Uint8Arrays of t
     }
     await again.close();
   });
+});
+
+test('a table lists names in the order of their UTF-8 bytes, where UTF-16 order differs, and ASCII and other names mixed', async () => {
+  await withRealm(async (dir) => {
+    const store = await openFsHostStore(dir, options);
+    const { token } = await store.acquireFence('exclusive');
+    // U+FF5E sorts before U+1F600 by UTF-8 bytes (EF… < F0…) and after it by UTF-16 code units
+    // (0xFF5E > 0xD83D); every ASCII name sorts before both, 'é' (C3 A9) between.
+    const names = ['\u{1F600}', 'z', '\uFF5E', 'é', 'b~', 'a', 'ab', 'a\u{1F600}', 'a\uFF5E', 'aé'];
+    const updates = names.map((name) => ({ scope: { kind: 'session' as const, name }, previous: null, next: 1, head: te.encode(`h:${name}`), append: [] }));
+    await store.commit(CommitBatch.tryNew('mixed', token, updates));
+    assert.ok(await store.checkpoint());
+    await store.close();
+    const byBytes = [...names].sort((x, y) => Buffer.compare(Buffer.from(x), Buffer.from(y)));
+    assert.deepEqual(byBytes, ['a', 'ab', 'aé', 'a\uFF5E', 'a\u{1F600}', 'b~', 'z', 'é', '\uFF5E', '\u{1F600}']);
+    const again = await openFsHostStore(dir, options);
+    try {
+      for (const page of [1, 3, 1000]) {
+        const listed = await listAll(again, 'session', page);
+        assert.deepEqual(listed.map((h) => h.name), byBytes, `pages of ${page}`);
+        assert.deepEqual(listed.map((h) => h.head), byBytes.map((n) => `h:${n}`));
+      }
+      for (const name of names) assert.equal(Buffer.from((await again.loadHead({ kind: 'session', name }))!.head).toString(), `h:${name}`);
+    } finally {
+      await again.close();
+    }
+  });
+});
+
+test('a block whose entries are out of name order, or repeat a name, is CORRUPT (ASCII and other names alike)', () => {
+  const entry = (name: string, kind: ScopeKind = 'session'): Uint8Array =>
+    encodeEntry({ kind, nameBytes: te.encode(name), deleted: false, homed: false, version: 1, commitId: 'c', first: 0, end: 0, head: te.encode('h'), rows: [] });
+  const block = (...names: (string | [string, ScopeKind])[]): Uint8Array => Buffer.concat(names.map((n) => (typeof n === 'string' ? entry(n) : entry(n[0], n[1]))));
+  const decoded = (b: Uint8Array): string[] => decodeBlock(b, 'test.tbl', 0).map((e) => `${e.kind}:${e.name}`);
+  assert.deepEqual(decoded(block('a', 'ab', 'b', 'é', '\uFF5E', '\u{1F600}')), ['session:a', 'session:ab', 'session:b', 'session:é', 'session:\uFF5E', 'session:\u{1F600}']);
+  assert.deepEqual(decoded(block('z', ['a', 'identity'])), ['session:z', 'identity:a'], 'a later kind starts over');
+  for (const bad of [block('b', 'a'), block('a', 'a'), block('ab', 'a'), block('é', 'z'), block('\u{1F600}', '\uFF5E'), block('é', 'é'), block(['a', 'identity'], 'z')]) {
+    assert.throws(() => decodeBlock(bad, 'test.tbl', 0), (err: unknown) => err instanceof SeglogError && err.code === 'CORRUPT' && /out of name order/.test(err.message));
+  }
 });

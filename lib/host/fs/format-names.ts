@@ -40,7 +40,8 @@ export const HOME_STATE_FILE = 'state';
 
 
 export const KIND_CODE: Readonly<Record<ScopeKind, number>> = Object.freeze({ session: 1, identity: 2, mob: 3, record: 4 });
-const KIND_BY_CODE: readonly (ScopeKind | undefined)[] = [undefined, 'session', 'identity', 'mob', 'record'];
+/** The kind of each code (index), undefined for a code no kind has. */
+export const KIND_BY_CODE: readonly (ScopeKind | undefined)[] = [undefined, 'session', 'identity', 'mob', 'record'];
 const KIND_LETTER: Readonly<Record<ScopeKind, string>> = Object.freeze({ session: 's', identity: 'i', mob: 'm', record: 'r' });
 const KIND_BY_LETTER: Readonly<Record<string, ScopeKind>> = Object.freeze({ s: 'session', i: 'identity', m: 'mob', r: 'record' });
 

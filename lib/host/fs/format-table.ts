@@ -14,7 +14,7 @@ import { corrupt } from '../../errors.js';
 import type { ScopeKind } from '../types.js';
 import { decodeUtf8Exact } from '../../text.js';
 import { FORMAT_VERSION, MAGIC, putU16, putU32, putU64, u16, u32, u64, utf8 } from './format-bytes.js';
-import { KIND_CODE, kindOfCode, parseSeqFileName, seqFileName } from './format-names.js';
+import { KIND_BY_CODE, KIND_CODE, parseSeqFileName, seqFileName } from './format-names.js';
 
 /** Tables came with realm format 2: they carry the realm's version. */
 const TABLE_VERSION = FORMAT_VERSION;
@@ -46,15 +46,37 @@ export function compareKeys(kindA: number, nameA: Uint8Array, kindB: number, nam
 }
 
 /**
- * `decodeUtf8Exact` of `bytes[start, end)` without a view: ASCII (every byte below 0x80, which
- * most names are) read as Latin-1 is the same string; anything else goes through the exact decoder.
+ * `bytes[a, b)` against `bytes[c, d)` in byte order (negative, zero, positive). A loop, not
+ * `Buffer#compare` with offsets: names are short, and a listing compares one pair per entry, most of
+ * them in code not yet optimised, where the method's argument checks cost more than the bytes.
  */
-function textAt(bytes: Buffer, start: number, end: number): string {
-  // The check runs natively (a regular expression over the Latin-1 string), not as a loop over
-  // bytes: a listing decodes two strings per entry, most of them in code not yet optimised.
-  const s = bytes.toString('latin1', start, end);
-  return NOT_ASCII.test(s) ? decodeUtf8Exact(bytes.subarray(start, end)) : s;
+function compareRanges(bytes: Uint8Array, a: number, b: number, c: number, d: number): number {
+  for (; a < b && c < d; a++, c++) {
+    const diff = bytes[a]! - bytes[c]!;
+    if (diff !== 0) return diff;
+  }
+  return b - a - (d - c);
 }
+
+/** `bytes[a, b)` against all of `name` in byte order, as compareRanges. */
+function compareWith(bytes: Uint8Array, a: number, b: number, name: Uint8Array): number {
+  let c = 0;
+  for (; a < b && c < name.length; a++, c++) {
+    const diff = bytes[a]! - name[c]!;
+    if (diff !== 0) return diff;
+  }
+  return b - a - (name.length - c);
+}
+
+/** Buffer#latin1Slice, where this Node has it: what `toString('latin1', …)` calls once its arguments are checked. */
+type Latin1Slicing = Buffer & { latin1Slice?: (start: number, end: number) => string };
+const latin1Slice = (Buffer.prototype as Latin1Slicing).latin1Slice;
+
+/** `bytes[start, end)` read as Latin-1 (one byte, one character): natively, without a view. */
+function latin1At(bytes: Buffer, start: number, end: number): string {
+  return latin1Slice !== undefined ? latin1Slice.call(bytes, start, end) : bytes.toString('latin1', start, end);
+}
+/** Any character a byte of 0x80 or more reads as in Latin-1: text that is not ASCII. */
 const NOT_ASCII = /[^\x00-\x7f]/;
 
 /**
@@ -64,6 +86,8 @@ const NOT_ASCII = /[^\x00-\x7f]/;
  */
 export class TableEntry {
   readonly kind: ScopeKind;
+  /** The kind's code, the first part of the sort key. */
+  readonly kindCode: number;
   readonly name: string;
   readonly deleted: boolean;
   readonly homed: boolean;
@@ -79,13 +103,14 @@ export class TableEntry {
   readonly #headLen: number;
 
   /** @internal Made by `decodeBlock`, which decoded and checked every field (`block` is a Buffer over the block). */
-  constructor(block: Uint8Array, at: number, size: number, kind: ScopeKind, flags: number, name: string, nameLen: number, commitId: string, version: number, first: number, end: number, headAt: number, headLen: number) {
+  constructor(block: Uint8Array, at: number, size: number, kind: ScopeKind, kindCode: number, flags: number, name: string, nameLen: number, commitId: string, version: number, first: number, end: number, headAt: number, headLen: number) {
     // A Buffer over the block (decodeBlock makes it); declared a Uint8Array so that the package's
     // declarations need no Node types.
     this.#block = block as Buffer;
     this.#at = at;
     this.#size = size;
     this.kind = kind;
+    this.kindCode = kindCode;
     this.name = name;
     this.commitId = commitId;
     this.deleted = (flags & T_DELETED) !== 0;
@@ -98,9 +123,6 @@ export class TableEntry {
     this.#headLen = headLen;
   }
 
-  get kindCode(): number {
-    return this.#block[this.#at + 4]!;
-  }
   get nameBytes(): Uint8Array {
     return this.#block.subarray(this.#at + ENTRY_FIXED, this.#at + ENTRY_FIXED + this.#nameLen);
   }
@@ -146,7 +168,7 @@ export class TableEntry {
   compareTo(code: number, name: Uint8Array): number {
     const k = this.kindCode;
     if (k !== code) return k - code;
-    return this.#block.compare(name, 0, name.length, this.#at + ENTRY_FIXED, this.#at + ENTRY_FIXED + this.#nameLen);
+    return compareWith(this.#block, this.#at + ENTRY_FIXED, this.#at + ENTRY_FIXED + this.#nameLen, name);
   }
 }
 
@@ -211,38 +233,56 @@ function entryError(file: string, offset: number, why: string): Error {
 }
 
 export function decodeBlock(bytes: Uint8Array, file: string, blockOffset: number): TableEntry[] {
+  // Field reads through one DataView, strings through one native read each, an indexed loop of
+  // plain statements: a listing decodes one entry per scope, most of them in code not yet
+  // optimised, where every call and every iterator costs more than the bytes it reads.
   const block = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const out: TableEntry[] = [];
   let at = 0;
   let prevAt = -1;
   let prevEnd = 0;
+  let prevName = '';
+  let prevAscii = false;
   while (at < block.length) {
     if (block.length - at < 4) throw entryError(file, blockOffset + at, 'is cut short');
-    const len = u32(block, at);
+    const len = view.getUint32(at, true);
     if (len < ENTRY_FIXED - 4 || len > MAX_ENTRY_BYTES || at + 4 + len > block.length) throw entryError(file, blockOffset + at, 'has a length out of range');
     const stop = at + 4 + len;
-    const kind = kindOfCode(block[at + 4]!);
+    const code = block[at + 4]!;
+    const kind = KIND_BY_CODE[code];
     const flags = block[at + 5]!;
     if (kind === undefined || (flags & ~(T_DELETED | T_HOMED)) !== 0 || block[at + 9] !== 0) throw entryError(file, blockOffset + at, 'has an unknown kind or flag');
-    const nameLen = u16(block, at + 6);
+    const nameLen = view.getUint16(at + 6, true);
     const idLen = block[at + 8]!;
-    const headLen = u32(block, at + 34);
-    const version = u64(block, at + 10);
-    const first = u64(block, at + 18);
-    const end = u64(block, at + 26);
+    const headLen = view.getUint32(at + 34, true);
+    // u64s: exact below 2^53, and any value at or above it fails the safe-integer checks.
+    const version = view.getUint32(at + 10, true) + view.getUint32(at + 14, true) * 0x100000000;
+    const first = view.getUint32(at + 18, true) + view.getUint32(at + 22, true) * 0x100000000;
+    const end = view.getUint32(at + 26, true) + view.getUint32(at + 30, true) * 0x100000000;
     if (nameLen < 1 || idLen < 1 || !Number.isSafeInteger(version) || !Number.isSafeInteger(end) || version < 1 || first > end) {
       throw entryError(file, blockOffset + at, 'has values out of range');
     }
     const nameAt = at + ENTRY_FIXED;
     const headAt = nameAt + nameLen + idLen;
     if (headAt + headLen > stop) throw entryError(file, blockOffset + at, 'has lengths that disagree');
+    // The name and the commit id are adjacent: ASCII (which most are) read as Latin-1 is the same
+    // string, so both come from one native read and one native check; anything else goes
+    // through the exact decoder.
+    const text = latin1At(block, nameAt, headAt);
+    const ascii = !NOT_ASCII.test(text);
     let name: string;
     let commitId: string;
-    try {
-      name = textAt(block, nameAt, nameAt + nameLen);
-      commitId = textAt(block, nameAt + nameLen, headAt);
-    } catch {
-      throw entryError(file, blockOffset + at, 'has a name or commit id that is not UTF-8');
+    if (ascii) {
+      name = text.slice(0, nameLen);
+      commitId = text.slice(nameLen);
+    } else {
+      try {
+        name = decodeUtf8Exact(block.subarray(nameAt, nameAt + nameLen));
+        commitId = decodeUtf8Exact(block.subarray(nameAt + nameLen, headAt));
+      } catch {
+        throw entryError(file, blockOffset + at, 'has a name or commit id that is not UTF-8');
+      }
     }
     const deleted = (flags & T_DELETED) !== 0;
     const homed = (flags & T_HOMED) !== 0;
@@ -251,19 +291,24 @@ export function decodeBlock(bytes: Uint8Array, file: string, blockOffset: number
       // Each row's length is bounded by the entry's bytes, so the count of rows cannot outrun them.
       for (let i = first; i < end; i++) {
         if (p + 4 > stop) throw entryError(file, blockOffset + at, 'holds fewer rows than it names');
-        const rl = u32(block, p);
+        const rl = view.getUint32(p, true);
         if (p + 4 + rl > stop) throw entryError(file, blockOffset + at, 'has a row longer than the entry');
         p += 4 + rl;
       }
     } else if (headLen !== 0 || (deleted && first !== end)) throw entryError(file, blockOffset + at, 'is a tombstone or homed entry with inline parts');
     if (p !== stop) throw entryError(file, blockOffset + at, 'has bytes past its end');
     if (prevAt >= 0) {
-      const order = block[prevAt + 4]! - block[at + 4]! || block.compare(block, nameAt, nameAt + nameLen, prevAt + ENTRY_FIXED, prevEnd);
+      // Two ASCII names compare as strings (natively) in the order of their bytes.
+      const order =
+        block[prevAt + 4]! - code ||
+        (ascii && prevAscii ? (prevName < name ? -1 : prevName === name ? 0 : 1) : compareRanges(block, prevAt + ENTRY_FIXED, prevEnd, nameAt, nameAt + nameLen));
       if (order >= 0) throw entryError(file, blockOffset + at, 'is out of name order');
     }
     prevAt = at;
     prevEnd = nameAt + nameLen;
-    out.push(new TableEntry(block, at, 4 + len, kind, flags, name, nameLen, commitId, version, first, end, headAt, headLen));
+    prevName = name;
+    prevAscii = ascii;
+    out.push(new TableEntry(block, at, 4 + len, kind, code, flags, name, nameLen, commitId, version, first, end, headAt, headLen));
     at = stop;
   }
   return out;
@@ -346,7 +391,7 @@ export function decodeIndex(b: Uint8Array, dataStart: number, dataEnd: number, f
     if (at + 23 + nameLen > b.length || nameLen < 1) throw bad('has a key length out of range');
     const k: BlockRef = { offset: u64(b, at), length: u32(b, at + 8), crc: u32(b, at + 12), entries: u32(b, at + 16), kind: b[at + 20]!, firstName: b.slice(at + 23, at + 23 + nameLen) };
     // Blocks lie back to back from the header to the index, in key order.
-    if (k.offset !== next || k.length < 1 || k.offset + k.length > dataEnd || k.entries < 1 || kindOfCode(k.kind) === undefined) throw bad('names a block out of place');
+    if (k.offset !== next || k.length < 1 || k.offset + k.length > dataEnd || k.entries < 1 || KIND_BY_CODE[k.kind] === undefined) throw bad('names a block out of place');
     const prev = out[out.length - 1];
     if (prev !== undefined && compareKeys(prev.kind, prev.firstName, k.kind, k.firstName) >= 0) throw bad('is out of key order');
     next = k.offset + k.length;

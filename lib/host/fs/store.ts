@@ -446,6 +446,18 @@ export class FsHostStore implements HostStore {
       more = true;
       return true;
     };
+    /**
+     * Takes a table entry no view state replaces: a tombstone is skipped; a small scope's head is
+     * in the entry, so it is taken here, in the fewest calls (a listing takes one entry per scope,
+     * most of them in code not yet optimised); a large scope's state is read from its home.
+     */
+    const take = (ent: TableEntry): boolean | Promise<boolean> => {
+      if (ent.homed) return this.#homedInPage(ent, kind, heads, full, behind);
+      if (ent.deleted) return true;
+      if (full()) return false;
+      heads.push({ name: ent.name, head: { version: ent.version, commitId: ent.commitId, head: ent.copyHead() } });
+      return true;
+    };
     const fromView = async (name: string): Promise<boolean> => {
       const e = r.view.scopes.get(scopeKey({ kind, name }))!;
       const st = r.view.state(e);
@@ -458,12 +470,12 @@ export class FsHostStore implements HostStore {
     if (t !== null) {
       await t.scan(kind, after === null ? null : Buffer.from(after, 'utf8'), (ent) => {
         // Only when a scope of the view sorts at or before this entry does the view have a say.
-        if (vi >= names.length || compareNames(names[vi]!, ent.name) > 0) return this.#entryInPage(ent, kind, heads, full, behind);
+        if (vi >= names.length || compareNames(names[vi]!, ent.name) > 0) return take(ent);
         return (async () => {
           const x = await this.#viewFirst(names, vi, ent.name, fromView);
           vi = x.vi;
           if (x.more !== true) return x.more === 'taken';
-          return this.#entryInPage(ent, kind, heads, full, behind);
+          return take(ent);
         })();
       });
     }
@@ -481,17 +493,10 @@ export class FsHostStore implements HostStore {
   }
 
   /**
-   * A table entry no view state replaces: a tombstone is skipped, a small scope's head is in the
-   * entry (no turn of the event loop), a large scope's state is its home's (unless the home is
-   * ahead of this handle: then `behind` is set and the page stops).
+   * A large scope's table entry no view state replaces: its state is its home's (unless the home
+   * is ahead of this handle: then `behind` is set and the page stops).
    */
-  #entryInPage(ent: TableEntry, kind: ScopeKind, heads: ListedHead[], full: () => boolean, behind: { home: boolean }): boolean | Promise<boolean> {
-    if (ent.deleted) return true;
-    if (!ent.homed) {
-      if (full()) return false;
-      heads.push({ name: ent.name, head: { version: ent.version, commitId: ent.commitId, head: ent.copyHead() } });
-      return true;
-    }
+  #homedInPage(ent: TableEntry, kind: ScopeKind, heads: ListedHead[], full: () => boolean, behind: { home: boolean }): Promise<boolean> {
     const r = this.#r;
     const ref = { kind, name: ent.name, key: scopeKey({ kind, name: ent.name }) };
     return (async () => {

@@ -189,7 +189,10 @@ export class ScopeTable {
         reuse = run.buffer;
         for (const block of run.blocks) {
           // Decoded only once the scan reaches it: a page that ends early leaves the rest of the run undecoded.
-          for (const e of this.#entriesOf(block, false)) {
+          const entries = this.#entriesOf(block, false);
+          // An indexed loop: an array's iterator costs a call per entry in code not yet optimised.
+          for (let n = 0; n < entries.length; n++) {
+            const e = entries[n]!;
             const k = e.kindCode;
             if (k < code) continue;
             if (k > code) return;
