@@ -381,21 +381,30 @@ export function encodeIndex(blocks: readonly BlockRef[]): Uint8Array {
 }
 
 export function decodeIndex(b: Uint8Array, dataStart: number, dataEnd: number, file: string, indexOffset: number): BlockRef[] {
+  // As decodeBlock: plain statements over one DataView (an open decodes one item per 16 KiB block
+  // of the table, in code not yet optimised), and keys views into `b`, which the table keeps.
+  const view = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  const bad = (at: number, why: string): Error => corrupt(`scope table ${file}: index item at offset ${indexOffset + at} ${why}`, { file, offset: indexOffset + at });
   const out: BlockRef[] = [];
   let at = 0;
   let next = dataStart;
+  let prevAt = -1;
   while (at < b.length) {
-    const bad = (why: string): Error => corrupt(`scope table ${file}: index item at offset ${indexOffset + at} ${why}`, { file, offset: indexOffset + at });
-    if (b.length - at < 23) throw bad('is cut short');
-    const nameLen = u16(b, at + 21);
-    if (at + 23 + nameLen > b.length || nameLen < 1) throw bad('has a key length out of range');
-    const k: BlockRef = { offset: u64(b, at), length: u32(b, at + 8), crc: u32(b, at + 12), entries: u32(b, at + 16), kind: b[at + 20]!, firstName: b.slice(at + 23, at + 23 + nameLen) };
+    if (b.length - at < 23) throw bad(at, 'is cut short');
+    const nameLen = view.getUint16(at + 21, true);
+    if (at + 23 + nameLen > b.length || nameLen < 1) throw bad(at, 'has a key length out of range');
+    const offset = view.getUint32(at, true) + view.getUint32(at + 4, true) * 0x100000000;
+    const length = view.getUint32(at + 8, true);
+    const entries = view.getUint32(at + 16, true);
+    const kind = b[at + 20]!;
     // Blocks lie back to back from the header to the index, in key order.
-    if (k.offset !== next || k.length < 1 || k.offset + k.length > dataEnd || k.entries < 1 || KIND_BY_CODE[k.kind] === undefined) throw bad('names a block out of place');
-    const prev = out[out.length - 1];
-    if (prev !== undefined && compareKeys(prev.kind, prev.firstName, k.kind, k.firstName) >= 0) throw bad('is out of key order');
-    next = k.offset + k.length;
-    out.push(k);
+    if (offset !== next || length < 1 || offset + length > dataEnd || entries < 1 || KIND_BY_CODE[kind] === undefined) throw bad(at, 'names a block out of place');
+    if (prevAt >= 0 && (b[prevAt + 20]! - kind || compareRanges(b, prevAt + 23, prevAt + 23 + view.getUint16(prevAt + 21, true), at + 23, at + 23 + nameLen)) >= 0) {
+      throw bad(at, 'is out of key order');
+    }
+    out.push({ offset, length, crc: view.getUint32(at + 12, true), entries, kind, firstName: b.subarray(at + 23, at + 23 + nameLen) });
+    next = offset + length;
+    prevAt = at;
     at += 23 + nameLen;
   }
   if (next !== dataEnd) throw corrupt(`scope table ${file}: the blocks do not reach the index`, { file, offset: next });
