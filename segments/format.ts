@@ -5,7 +5,7 @@
 // allocates, and answers a typed CORRUPT (naming the file and the offset) instead of trusting bad
 // bytes. The byte-by-byte layout is in docs/format.md (segmented log); keep the two in step.
 
-import { crc32 } from 'node:zlib';
+import { crc32 } from '../lib/checksum.js';
 import { randomFillSync } from 'node:crypto';
 import { corrupt } from '../lib/errors.js';
 

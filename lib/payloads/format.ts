@@ -31,7 +31,7 @@
 //
 // Format marker `FORMAT`: 'SGLPSTOR', u32 version 1, u32 CRC32 of the 12 bytes before it.
 
-import { crc32 } from 'node:zlib';
+import { crc32 } from '../checksum.js';
 import { corrupt } from '../errors.js';
 import { decodeUtf8Exact } from '../text.js';
 

@@ -14,7 +14,7 @@
 //   whole file durable (fdatasync) before it answers the reference the checkpoint cell will hold.
 
 import * as path from 'node:path';
-import { crc32 } from 'node:zlib';
+import { crc32 } from '../../checksum.js';
 import { assert } from '../../assert.js';
 import { corrupt } from '../../errors.js';
 import type { FileHandle, FileSystem } from '../../fs/types.js';
