@@ -1,5 +1,5 @@
-// `seglog bench stores [--quick] [--json]`: loads seglog's stores and the peers, runs the suite and
-// assembles the report.
+// `seglog bench stores [--quick] [--json]`: loads seglog's stores, runs the sections that measure
+// seglog alone, then loads the peers and runs the rest, and assembles the report.
 //
 // Owns: `runStoresReport`. Guarantees: scratch files live in a fresh `.seglog-bench-*` directory
 // under --dir, removed at the end, on failure and on Ctrl-C; when the peers are not installed it
@@ -18,7 +18,8 @@ import { hostImplementations, raftImplementations, type PgServer } from './impls
 import { INSTALL_HINT, loadPeers } from './peers.js';
 import { loadSeglogStores } from './seglog.js';
 import { loadEngine } from '../engine.js';
-import { collectStoreTargets, durationTarget, plannedStoresMs, runStores, storesConfig, type StoresConfig } from './suite.js';
+import { collectStoreTargets, durationTarget, plannedStoresMs, runStores, SEGLOG_ALONE_SECTIONS, storesConfig, type StoresConfig } from './suite.js';
+import { STORES_SECTION_IDS } from './sections.js';
 
 export interface StoresCommandOptions {
   dir: string;
@@ -47,18 +48,6 @@ export async function runStoresReport(o: StoresCommandOptions): Promise<BenchRep
     const notes: string[] = [];
     if (machine.filesystem?.type === 'tmpfs' || machine.filesystem?.type === 'ramfs') {
       notes.push(`${machine.filesystem.type} keeps files in memory: a sync there costs nothing, so these figures do not describe a disk.`);
-    }
-    const loaded = loadPeers();
-    const peers = loaded.ok ? loaded.peers : null;
-    const peersMissing = loaded.ok ? '' : loaded.missing;
-    if (peers === null) {
-      console.error(`seglog bench stores: the peers (better-sqlite3 12, lmdb 3) are not installed, so their rows are not measured; ${INSTALL_HINT}.`);
-      notes.push(`Peers NOT MEASURED: ${peersMissing}`);
-    } else {
-      notes.push(
-        `Peers: better-sqlite3 ${peers.versions.betterSqlite3} (SQLite ${peers.versions.sqlite}) and lmdb-js ${peers.versions.lmdb}, ` +
-          `loaded from ${path.relative(process.cwd(), peers.dir) || peers.dir} (not dependencies of seglog).`,
-      );
     }
     const seglog = await loadSeglogStores();
     for (const [what, s] of [
@@ -92,9 +81,31 @@ export async function runStoresReport(o: StoresCommandOptions): Promise<BenchRep
     const engine = await loadEngine();
     if ('missing' in engine) notes.push(`seglog segmented log: ${engine.missing}.`);
     const segments = 'open' in engine ? engine.open : null;
+    // The sections of seglog alone run before the peers' libraries are loaded into this process:
+    // loading lmdb-js alone slows raw page-cache reads about 3× (suite.ts, SEGLOG_ALONE_SECTIONS).
+    const notLoadedYet = 'the peers are loaded after the sections of seglog alone';
+    const alone = { seglog, host: hostImplementations(seglog, null, notLoadedYet, pgServer), raft: raftImplementations(seglog, null, notLoadedYet), pg, segments };
+    const plannedAlone = plannedStoresMs(cfg, alone);
+    progress.grow(plannedAlone);
+    const first = await runStores(cfg, alone, progress, (id) => SEGLOG_ALONE_SECTIONS.has(id));
+    const loaded = loadPeers();
+    const peers = loaded.ok ? loaded.peers : null;
+    const peersMissing = loaded.ok ? '' : loaded.missing;
+    if (peers === null) {
+      console.error(`seglog bench stores: the peers (better-sqlite3 12, lmdb 3) are not installed, so their rows are not measured; ${INSTALL_HINT}.`);
+      notes.push(`Peers NOT MEASURED: ${peersMissing}`);
+    } else {
+      notes.push(
+        `Peers: better-sqlite3 ${peers.versions.betterSqlite3} (SQLite ${peers.versions.sqlite}) and lmdb-js ${peers.versions.lmdb}, ` +
+          `loaded from ${path.relative(process.cwd(), peers.dir) || peers.dir} (not dependencies of seglog), ` +
+          'after the sections that measure seglog alone (the payload sections; the 1 GiB one runs in a child process of its own).',
+      );
+    }
     const deps = { seglog, host: hostImplementations(seglog, peers, peersMissing, pgServer), raft: raftImplementations(seglog, peers, peersMissing), pg, segments };
-    progress.grow(plannedStoresMs(cfg, deps));
-    const run = await runStores(cfg, deps, progress);
+    progress.grow(Math.max(0, plannedStoresMs(cfg, deps) - plannedAlone));
+    const second = await runStores(cfg, deps, progress, (id) => !SEGLOG_ALONE_SECTIONS.has(id));
+    const order = (id: string): number => STORES_SECTION_IDS.indexOf(id);
+    const run = { sections: [...first.sections, ...second.sections].sort((a, b) => order(a.id) - order(b.id)), notes: second.notes };
     progress.finish();
     const why = {
       host: seglog.host.ok ? null : seglog.host.missing,
