@@ -41,7 +41,7 @@ import { loadPeers } from '../bench/stores/peers.js';
 import { NOT_BUILT } from '../bench/stores/seglog.js';
 import { collectStoreTargets, concurrentPayloadNotes, concurrentVariantId, durationTarget, hostCommitSection, primitiveNote, PRIMITIVE_ROWS, runsSection, storesConfig } from '../bench/stores/suite.js';
 import { payloadBudget } from '../bench/stores/payload-bench.js';
-import { STORES_SECTION_IDS } from '../bench/stores/sections.js';
+import { SEGLOG_ALONE_SECTIONS, STORES_SECTION_IDS } from '../bench/stores/sections.js';
 import { generatedBody, hostCommitWorkload, raftAppendWorkload, type RaftNodeHandle } from '../bench/stores/workloads.js';
 
 // ---------------------------------------------------------------- the commit plan
@@ -614,3 +614,15 @@ function scriptedVariants(rates: Record<string, number[]>): { id: string; label:
     },
   }));
 }
+
+test('the sections of seglog alone (run before the peers are loaded) are the in-process payload sections, and none that needs a peer', () => {
+  for (const id of SEGLOG_ALONE_SECTIONS) assert.ok(STORES_SECTION_IDS.includes(id), `${id} is a section`);
+  // Every section that pairs seglog with a peer, or runs a child process of its own, stays out.
+  for (const id of ['host-commits', 'host-open', 'host-pg', 'raft-appends', 'raft-1mib', 'raft-open', 'raft-snapshot-rss', 'raft-groups', 'payload-rss']) {
+    assert.equal(SEGLOG_ALONE_SECTIONS.has(id), false, id);
+  }
+  for (const id of ['payload-put', 'payload-put-large', 'payload-get', 'payload-get-large', 'payload-put-concurrent-1mib', 'payload-put-concurrent', 'payload-get-concurrent-1mib', 'payload-get-concurrent']) {
+    assert.equal(SEGLOG_ALONE_SECTIONS.has(id), true, id);
+  }
+  assert.equal(SEGLOG_ALONE_SECTIONS.size + 9, STORES_SECTION_IDS.length, 'every section is on one side');
+});

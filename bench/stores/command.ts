@@ -18,8 +18,8 @@ import { hostImplementations, raftImplementations, type PgServer } from './impls
 import { INSTALL_HINT, loadPeers } from './peers.js';
 import { loadSeglogStores } from './seglog.js';
 import { loadEngine } from '../engine.js';
-import { collectStoreTargets, durationTarget, plannedStoresMs, runStores, SEGLOG_ALONE_SECTIONS, storesConfig, type StoresConfig } from './suite.js';
-import { STORES_SECTION_IDS } from './sections.js';
+import { collectStoreTargets, durationTarget, plannedStoresMs, runStores, storesConfig, type StoresConfig } from './suite.js';
+import { SEGLOG_ALONE_SECTIONS, STORES_SECTION_IDS } from './sections.js';
 
 export interface StoresCommandOptions {
   dir: string;
@@ -82,7 +82,7 @@ export async function runStoresReport(o: StoresCommandOptions): Promise<BenchRep
     if ('missing' in engine) notes.push(`seglog segmented log: ${engine.missing}.`);
     const segments = 'open' in engine ? engine.open : null;
     // The sections of seglog alone run before the peers' libraries are loaded into this process:
-    // loading lmdb-js alone slows raw page-cache reads about 3× (suite.ts, SEGLOG_ALONE_SECTIONS).
+    // loading lmdb-js alone slows raw page-cache reads about 3× (sections.ts, SEGLOG_ALONE_SECTIONS).
     const notLoadedYet = 'the peers are loaded after the sections of seglog alone';
     const alone = { seglog, host: hostImplementations(seglog, null, notLoadedYet, pgServer), raft: raftImplementations(seglog, null, notLoadedYet), pg, segments };
     const plannedAlone = plannedStoresMs(cfg, alone);

@@ -1,6 +1,6 @@
 // The ids of the sections of `seglog bench stores`, in report order: what `--only` selects from.
 //
-// Owns: `STORES_SECTION_IDS`. Kept apart from suite.ts so that the command line can check `--only`
+// Owns: `STORES_SECTION_IDS` and `SEGLOG_ALONE_SECTIONS`. Kept apart from suite.ts so that the command line can check `--only`
 // without loading the suite (and the stores it imports).
 
 export const STORES_SECTION_IDS: readonly string[] = [
@@ -22,3 +22,13 @@ export const STORES_SECTION_IDS: readonly string[] = [
   'payload-get-concurrent',
   'payload-rss',
 ];
+
+/**
+ * The sections that measure seglog alone in this process (its payload store against raw I/O; the
+ * 1 GiB payload's memory runs in a child process): the command runs them before it loads the
+ * peers' libraries. With lmdb-js loaded into the process (loading it is enough), raw reads of the
+ * page cache ran about 3× slower and a payload get 1.4× slower, with six times the mark-compact
+ * collections (docs/benchmarks.md, "Which libraries share the process"); the sections that pair
+ * seglog with the peers round by round need them in the same process.
+ */
+export const SEGLOG_ALONE_SECTIONS: ReadonlySet<string> = new Set(STORES_SECTION_IDS.filter((id) => id.startsWith('payload-') && id !== 'payload-rss'));

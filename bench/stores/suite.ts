@@ -1219,27 +1219,9 @@ function payloadPlans(cfg: StoresConfig, seglog: SeglogStores): SectionPlan[] {
 }
 
 /**
- * The sections that measure seglog alone in this process (its payload store against raw I/O): the
- * command runs them before it loads the peers' libraries. With lmdb-js loaded into the process
- * (loading it is enough), raw reads of the page cache ran about 3× slower and a payload get 1.4×
- * slower, with six times the mark-compact collections (docs/benchmarks.md, "Methodology"); the
- * sections that pair seglog with the peers round by round need them in the same process.
- */
-export const SEGLOG_ALONE_SECTIONS: ReadonlySet<string> = new Set([
-  'payload-put',
-  'payload-put-large',
-  'payload-get',
-  'payload-get-large',
-  'payload-put-concurrent-1mib',
-  'payload-put-concurrent',
-  'payload-get-concurrent-1mib',
-  'payload-get-concurrent',
-]);
-
-/**
  * Plans, runs and measures the sections of `seglog bench stores` that `cfg` selects and `pick`
- * keeps, in report order (`pick` lets the command run them in two parts: SEGLOG_ALONE_SECTIONS
- * first).
+ * keeps, in report order (`pick` lets the command run them in two parts, those of
+ * SEGLOG_ALONE_SECTIONS in sections.ts first).
  */
 export async function runStores(cfg: StoresConfig, deps: StoresDeps, progress?: Progress, pick: (id: string) => boolean = () => true): Promise<StoresRun> {
   const notes: string[] = [];
