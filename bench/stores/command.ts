@@ -82,7 +82,7 @@ export async function runStoresReport(o: StoresCommandOptions): Promise<BenchRep
     if ('missing' in engine) notes.push(`seglog segmented log: ${engine.missing}.`);
     const segments = 'open' in engine ? engine.open : null;
     // The sections of seglog alone run before the peers' libraries are loaded into this process:
-    // loading lmdb-js alone slows raw page-cache reads about 3× (sections.ts, SEGLOG_ALONE_SECTIONS).
+    // loading lmdb-js alone slows raw page-cache reads 1.6–3× (sections.ts, SEGLOG_ALONE_SECTIONS).
     const notLoadedYet = 'the peers are loaded after the sections of seglog alone';
     const alone = { seglog, host: hostImplementations(seglog, null, notLoadedYet, pgServer), raft: raftImplementations(seglog, null, notLoadedYet), pg, segments };
     const plannedAlone = plannedStoresMs(cfg, alone);

@@ -27,7 +27,7 @@ export const STORES_SECTION_IDS: readonly string[] = [
  * The sections that measure seglog alone in this process (its payload store against raw I/O; the
  * 1 GiB payload's memory runs in a child process): the command runs them before it loads the
  * peers' libraries. With lmdb-js loaded into the process (loading it is enough), raw reads of the
- * page cache ran about 3× slower and a payload get 1.4× slower, with six times the mark-compact
+ * page cache ran 1.6–3× slower and a payload get 1.3–1.5× slower, with six times the mark-compact
  * collections (docs/benchmarks.md, "Which libraries share the process"); the sections that pair
  * seglog with the peers round by round need them in the same process.
  */
