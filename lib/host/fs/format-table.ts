@@ -46,26 +46,16 @@ export function compareKeys(kindA: number, nameA: Uint8Array, kindB: number, nam
 }
 
 /**
- * `bytes[a, b)` against `bytes[c, d)` in byte order (negative, zero, positive). A loop, not
+ * `x[a, b)` against `y[c, d)` in byte order (negative, zero, positive). A loop, not
  * `Buffer#compare` with offsets: names are short, and a listing compares one pair per entry, most of
  * them in code not yet optimised, where the method's argument checks cost more than the bytes.
  */
-function compareRanges(bytes: Uint8Array, a: number, b: number, c: number, d: number): number {
+function compareRanges(x: Uint8Array, a: number, b: number, y: Uint8Array, c: number, d: number): number {
   for (; a < b && c < d; a++, c++) {
-    const diff = bytes[a]! - bytes[c]!;
+    const diff = x[a]! - y[c]!;
     if (diff !== 0) return diff;
   }
   return b - a - (d - c);
-}
-
-/** `bytes[a, b)` against all of `name` in byte order, as compareRanges. */
-function compareWith(bytes: Uint8Array, a: number, b: number, name: Uint8Array): number {
-  let c = 0;
-  for (; a < b && c < name.length; a++, c++) {
-    const diff = bytes[a]! - name[c]!;
-    if (diff !== 0) return diff;
-  }
-  return b - a - (name.length - c);
 }
 
 /** Buffer#latin1Slice, where this Node has it: what `toString('latin1', …)` calls once its arguments are checked. */
@@ -168,7 +158,7 @@ export class TableEntry {
   compareTo(code: number, name: Uint8Array): number {
     const k = this.kindCode;
     if (k !== code) return k - code;
-    return compareWith(this.#block, this.#at + ENTRY_FIXED, this.#at + ENTRY_FIXED + this.#nameLen, name);
+    return compareRanges(this.#block, this.#at + ENTRY_FIXED, this.#at + ENTRY_FIXED + this.#nameLen, name, 0, name.length);
   }
 }
 
@@ -301,7 +291,7 @@ export function decodeBlock(bytes: Uint8Array, file: string, blockOffset: number
       // Two ASCII names compare as strings (natively) in the order of their bytes.
       const order =
         block[prevAt + 4]! - code ||
-        (ascii && prevAscii ? (prevName < name ? -1 : prevName === name ? 0 : 1) : compareRanges(block, prevAt + ENTRY_FIXED, prevEnd, nameAt, nameAt + nameLen));
+        (ascii && prevAscii ? (prevName < name ? -1 : prevName === name ? 0 : 1) : compareRanges(block, prevAt + ENTRY_FIXED, prevEnd, block, nameAt, nameAt + nameLen));
       if (order >= 0) throw entryError(file, blockOffset + at, 'is out of name order');
     }
     prevAt = at;
@@ -389,6 +379,7 @@ export function decodeIndex(b: Uint8Array, dataStart: number, dataEnd: number, f
   let at = 0;
   let next = dataStart;
   let prevAt = -1;
+  let prevEnd = 0;
   while (at < b.length) {
     if (b.length - at < 23) throw bad(at, 'is cut short');
     const nameLen = view.getUint16(at + 21, true);
@@ -399,12 +390,13 @@ export function decodeIndex(b: Uint8Array, dataStart: number, dataEnd: number, f
     const kind = b[at + 20]!;
     // Blocks lie back to back from the header to the index, in key order.
     if (offset !== next || length < 1 || offset + length > dataEnd || entries < 1 || KIND_BY_CODE[kind] === undefined) throw bad(at, 'names a block out of place');
-    if (prevAt >= 0 && (b[prevAt + 20]! - kind || compareRanges(b, prevAt + 23, prevAt + 23 + view.getUint16(prevAt + 21, true), at + 23, at + 23 + nameLen)) >= 0) {
+    if (prevAt >= 0 && (b[prevAt + 20]! - kind || compareRanges(b, prevAt + 23, prevEnd, b, at + 23, at + 23 + nameLen)) >= 0) {
       throw bad(at, 'is out of key order');
     }
     out.push({ offset, length, crc: view.getUint32(at + 12, true), entries, kind, firstName: b.subarray(at + 23, at + 23 + nameLen) });
     next = offset + length;
     prevAt = at;
+    prevEnd = at + 23 + nameLen;
     at += 23 + nameLen;
   }
   if (next !== dataEnd) throw corrupt(`scope table ${file}: the blocks do not reach the index`, { file, offset: next });
