@@ -41,6 +41,7 @@ import { Syncer } from './syncer.js';
 import { TableCache } from './table-cache.js';
 import type { SegmentedLog, SegmentedLogStats } from './types.js';
 import { GroupWriter } from './writer.js';
+import { SyncSchedule, parseSyncPolicy, type SyncPolicy } from './sync-policy.js';
 
 /** Frame bytes of one stage() call: a batch never splits across segments, so it must fit a file. */
 const MAX_BATCH_FRAME_BYTES = 2048 * (1 << 20);
@@ -91,6 +92,8 @@ class Log implements SegmentedLog {
   readonly #structure: Structure;
   readonly #writer: GroupWriter;
   readonly #reader: Reader;
+  /** setWriteBehind's threshold (0: none). */
+  #writeBehind = 0;
 
   constructor(dir: string, config: LogConfig, lock: FileHandle | null, cell: ManifestCell) {
     const s = (this.#s = new LogState(dir, config, cell, this));
@@ -112,6 +115,35 @@ class Log implements SegmentedLog {
   /** Where a lone group's write waits (set at open from `inlineSyncBelowMs`). @internal */
   get writes(): InlineSyncPolicy {
     return this.#s.writes;
+  }
+
+  /**
+   * Replaces the sync policy from now on; what is written and not yet synced is synced as the new
+   * one says (at once under 'always'). For an owner whose records are made durable some other
+   * way part of the time (a Raft node's journal, lib/raft/fs-log.ts). Whatever the policy, a
+   * record's `durable` still settles only after a sync that covers it. @internal
+   */
+  setSyncPolicy(policy: SyncPolicy): void {
+    this.#s.schedule = new SyncSchedule(parseSyncPolicy(policy));
+    this.#syncer.maybeSync();
+  }
+
+  /**
+   * Holds staged appends back from the file until `bytes` of frames wait (0: writes them at once,
+   * the default), or a sync, a structural change or the close needs them written: for an owner
+   * whose records are durable elsewhere (a Raft node's journal), so that one write carries many
+   * appends. Held records are served to readers from memory, as every unwritten one is. @internal
+   */
+  setWriteBehind(bytes: number): void {
+    assert(isIndex(bytes), 'write-behind is a byte count');
+    this.#writeBehind = bytes;
+    if (bytes === 0 || this.#queue.queuedAppendBytes >= bytes) this.#kick();
+  }
+
+  /** Staged appends wait (setWriteBehind): too few bytes of them, and nothing behind them needs them written. */
+  #holdsWrites(): boolean {
+    const q = this.#queue;
+    return this.#writeBehind > 0 && q.queuedOthers === 0 && q.queuedAppendBytes < this.#writeBehind && this.#s.closing === null;
   }
 
   get firstIndex(): number {
@@ -263,7 +295,7 @@ class Log implements SegmentedLog {
 
   #kick(): void {
     const s = this.#s;
-    if (s.pump !== null) return;
+    if (s.pump !== null || this.#holdsWrites()) return;
     s.pump = this.#run().finally(() => {
       s.pump = null;
       // An op may have been queued after the loop saw an empty queue but before this ran.
@@ -297,6 +329,7 @@ class Log implements SegmentedLog {
       // Group commit: let the event loop run once so that concurrent appenders join the group;
       // under 'always', also wait until every written group has its sync started (pipeline of 2).
       await nextTurn();
+      if (this.#holdsWrites()) return;
       if (s.schedule.acksAfterSync) await this.#syncer.waitSyncIssued();
       if (s.poison !== null) continue;
       try {
@@ -339,6 +372,9 @@ class Log implements SegmentedLog {
   async #close(): Promise<void> {
     const s = this.#s;
     let failure: unknown = null;
+    // Held appends (setWriteBehind) are written and synced like every other.
+    this.#writeBehind = 0;
+    if (this.#queue.length > 0) this.#kick();
     while (s.pump !== null) await s.pump;
     this.#syncer.stopTimer();
     if (s.poison === null) {

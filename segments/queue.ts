@@ -42,6 +42,9 @@ export class OpQueue {
   ops: Op[] = [];
   /** Staged appends whose records are (partly) unwritten: reads take those records from memory. */
   pending: AppendOp[] = [];
+  /** Frame bytes of the queued appends, and the queued operations that are not appends (`holdsWrites`, log.ts). */
+  queuedAppendBytes = 0;
+  queuedOthers = 0;
 
   constructor(s: LogState) {
     this.#s = s;
@@ -52,7 +55,10 @@ export class OpQueue {
   }
 
   push(op: Op): void {
-    if (op.kind === 'append') this.pending.push(op);
+    if (op.kind === 'append') {
+      this.pending.push(op);
+      this.queuedAppendBytes += op.frameBytes;
+    } else this.queuedOthers++;
     this.ops.push(op);
     setQueued(this.#s.owner, true);
   }
@@ -60,13 +66,18 @@ export class OpQueue {
   /** Takes the head operation (a structural change). */
   shift(): Op {
     const op = this.ops.shift()!;
+    if (op.kind === 'append') this.queuedAppendBytes -= op.frameBytes;
+    else this.queuedOthers--;
     this.changed();
     return op;
   }
 
   /** Takes the first `n` operations (a group of appends about to be written). */
   take(n: number): void {
-    this.ops.splice(0, n);
+    for (const op of this.ops.splice(0, n)) {
+      if (op.kind === 'append') this.queuedAppendBytes -= op.frameBytes;
+      else this.queuedOthers--;
+    }
     this.changed();
   }
 
@@ -88,6 +99,7 @@ export class OpQueue {
    */
   failFrom(op: AppendOp, err: SeglogError, taken: AppendOp[] = []): void {
     const queued = this.ops.splice(0);
+    this.queuedAppendBytes = this.queuedOthers = 0;
     this.changed();
     const failed: Op[] = [...taken, ...queued];
     assert(taken.length > 0 || queued[0] === op, 'the failed op heads the queue');
@@ -104,6 +116,7 @@ export class OpQueue {
   /** Rejects every queued operation (the log is poisoned). */
   failQueued(err: SeglogError): void {
     const queued = this.ops.splice(0);
+    this.queuedAppendBytes = this.queuedOthers = 0;
     this.changed();
     for (const o of queued) {
       o.done.reject(err);

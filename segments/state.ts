@@ -24,7 +24,8 @@ export class LogState {
   readonly fdCache: FdCache;
   readonly segmentBytes: number;
   readonly maxRecordBytes: number;
-  readonly schedule: SyncSchedule;
+  /** The sync policy's decisions; replaced whole by `setSyncPolicy` (log.ts). */
+  schedule: SyncSchedule;
   readonly recycle: boolean;
   /** Every file of the log was durable at open (LogConfig.knownDurable): recovery syncs nothing it read. */
   readonly knownDurable: boolean;

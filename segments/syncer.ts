@@ -153,8 +153,11 @@ export class Syncer {
           const due = end - this.#checkpointEnd >= CHECKPOINT_BYTES && count - this.#checkpointCount >= CHECKPOINT_RECORDS;
           if (due && this.#checkpointing === null) this.#checkpoint(seg, count, end);
         }
-        while (this.#unsynced.length > 0 && this.#unsynced[0]!.seq <= target) {
-          const op = this.#unsynced.shift()!;
+        // One splice, not a shift per append: under a lazy policy thousands wait for one sync,
+        // and each shift of a long array moves all the others (quadratic).
+        let covered = 0;
+        while (covered < this.#unsynced.length && this.#unsynced[covered]!.seq <= target) covered++;
+        for (const op of this.#unsynced.splice(0, covered)) {
           assert(op.seq <= this.#syncedSeq, 'an append is durable only after the sync that covers its write');
           op.durable.resolve();
         }

@@ -14,7 +14,7 @@ import { FaultyFs } from '../lib/fs/faulty.js';
 import { MemoryFs } from '../lib/fs/memory.js';
 import type { FileSystem } from '../lib/fs/types.js';
 import { encodeKvCommand } from '../lib/raft/kv.js';
-import { groupDirectory, listPayloadReferences, openRaftNode, rebuildPayloadReferences, type RaftGroup } from '../lib/raft/node.js';
+import { groupDirectory, listPayloadReferences, openRaftNode, rebuildPayloadReferences, type RaftGroup, type RaftNodeOptions } from '../lib/raft/node.js';
 import type { Entry, LogId } from '../lib/raft/types.js';
 import type { KvPlugin } from '../lib/raft/kv.js';
 
@@ -29,8 +29,15 @@ function kv(term: number, index: number, key = `k${index}`, payloads?: string[])
   return { logId: lid(term, index), payload: payloads === undefined ? { type: 'normal', data } : { type: 'normal', data, payloads } };
 }
 
-function open(fs: FileSystem, graceMs = 0, clock = new ManualClock()) {
-  return openRaftNode(DIR, { fs, clock, payloads: { graceMs }, segmentBytes: 4096, journalSegmentBytes: 4096 });
+function open(fs: FileSystem, graceMs = 0, clock = new ManualClock(), journalMode?: 'journal') {
+  return openRaftNode(DIR, {
+    fs,
+    clock,
+    payloads: { graceMs },
+    segmentBytes: 4096,
+    journalSegmentBytes: 4096,
+    ...(journalMode === undefined ? {} : { journalMode }),
+  } as RaftNodeOptions<KvPlugin>);
 }
 
 /** Appends and waits for the flush callback (rejects with its error). */
@@ -288,30 +295,38 @@ test('payload references are rebuilt from the logs (for seglog verify)', async (
 // ---------------------------------------------------------------------------------------------
 // Faults
 
-test('faults: EIO on a log write → onFlushed(IO_ERROR), then POISONED; a reopen recovers the acknowledged entries', async () => {
+/** A segment file of the node journal (not a group's applied journal, under sm/journal/). */
+const journalSegment = (p: string): boolean => p.startsWith(`${DIR}/journal/`) && p.endsWith('.seg');
+
+for (const mode of ['direct', 'journal'] as const) {
+/** Where a group's appends become durable: its own log's segments (a lone group), or the node journal's. */
+const durableSegment = mode === 'journal' ? journalSegment : (p: string): boolean => p.includes('/groups/') && p.includes('/log/') && p.endsWith('.seg');
+const openMode = (fs: FileSystem) => open(fs, 0, new ManualClock(), mode === 'journal' ? 'journal' : undefined);
+
+test(`faults (${mode}): EIO on the write that makes appends durable → onFlushed(IO_ERROR), then POISONED; a reopen recovers the acknowledged entries`, async () => {
   const fs = new FaultyFs(new MemoryFs({ trace: false }));
-  let node = await open(fs);
+  let node = await openMode(fs);
   let g = await node.openGroup('f');
   await appendFlushed(g, [kv(1, 0), kv(1, 1)]);
-  fs.fail({ kind: 'writev', path: (p) => p.includes('/log/') && p.endsWith('.seg') });
+  fs.fail({ kind: 'writev', path: durableSegment });
   await assert.rejects(appendFlushed(g, [kv(1, 2)]), code('IO_ERROR'));
   await assert.rejects(g.log.append([kv(1, 2)], () => {}), code('POISONED'));
   await assert.rejects(g.log.saveVote({ leaderId: { term: 2, nodeId: 1 }, committed: false }), code('POISONED'));
   await assert.rejects(g.log.truncate(lid(1, 1)), code('POISONED'));
   await node.close();
-  node = await open(fs);
+  node = await openMode(fs);
   g = await node.openGroup('f');
   assert.deepEqual(await logIds(g), [0, 1]);
   await appendFlushed(g, [kv(1, 2)]);
   await node.close();
 });
 
-test('faults: ENOSPC on the log fdatasync → onFlushed(NO_SPACE) for every append it covered, then POISONED', async () => {
+test(`faults (${mode}): ENOSPC on the fdatasync that makes appends durable → onFlushed(NO_SPACE) for every append it covered, then POISONED`, async () => {
   const fs = new FaultyFs(new MemoryFs({ trace: false }));
-  let node = await open(fs);
+  let node = await openMode(fs);
   let g = await node.openGroup('f');
   await appendFlushed(g, [kv(1, 0)]);
-  fs.fail({ kind: 'datasync', path: (p) => p.includes('/log/') && p.endsWith('.seg'), error: 'ENOSPC' });
+  fs.fail({ kind: 'datasync', path: durableSegment, error: 'ENOSPC' });
   const results = await Promise.allSettled([appendFlushed(g, [kv(1, 1)]), appendFlushed(g, [kv(1, 2)]), appendFlushed(g, [kv(1, 3)])]);
   for (const r of results) {
     assert.equal(r.status, 'rejected');
@@ -322,10 +337,41 @@ test('faults: ENOSPC on the log fdatasync → onFlushed(NO_SPACE) for every appe
   await assert.rejects(g.log.saveCommitted(lid(1, 0)), code('POISONED'));
   await node.close();
   fs.clearFaults();
-  node = await open(fs);
+  node = await openMode(fs);
   g = await node.openGroup('f');
   const ids = await logIds(g);
   assert.deepEqual(ids.slice(0, 1), [0], 'the acknowledged entry survives');
+  await node.close();
+});
+}
+
+test("faults: EIO on a journaled group's own segment write poisons the group; what the journal acknowledged survives a reopen", async () => {
+  const fs = new FaultyFs(new MemoryFs({ trace: false }));
+  // A checkpoint after every record: the group's held appends are written (and fail) at once.
+  let node = await openRaftNode(DIR, { fs, clock: new ManualClock(), segmentBytes: 4096, journalMode: 'journal', journalCheckpointBytes: 1 } as RaftNodeOptions<KvPlugin>);
+  let g = await node.openGroup('f');
+  const other = await node.openGroup('other');
+  await appendFlushed(g, [kv(1, 0), kv(1, 1)]);
+  fs.fail({ kind: 'writev', path: (p) => p.includes('/groups/') && p.includes('/log/') && p.endsWith('.seg') && !p.includes('/sm/') });
+  // The journal holds the entry durably: the flush callback may say so, while the group's own
+  // write fails and the group refuses every later write until a reopen.
+  const [third] = await Promise.allSettled([appendFlushed(g, [kv(1, 2)])]);
+  // The checkpoint that writes the group's log runs off the append path: wait for its failure.
+  for (let i = 0; i < 200 && !g.log.isPoisoned; i++) await new Promise((r) => setTimeout(r, 1));
+  assert.ok(g.log.isPoisoned, 'the failed write of the group log poisons the group');
+  await assert.rejects(g.log.append([kv(1, 3)], () => {}), code('POISONED'));
+  await assert.rejects(g.log.saveVote({ leaderId: { term: 2, nodeId: 1 }, committed: false }), code('POISONED'));
+  fs.clearFaults();
+  // Another group of the node is not affected.
+  await appendFlushed(other, [kv(1, 0)]);
+  await node.close();
+  node = await open(fs);
+  g = await node.openGroup('f');
+  const ids = await logIds(g);
+  assert.deepEqual(ids.slice(0, 2), [0, 1], 'the acknowledged entries survive');
+  if (third?.status === 'fulfilled') assert.deepEqual(ids, [0, 1, 2], 'an append the journal acknowledged survives');
+  assert.ok(ids.length <= 3);
+  assert.deepEqual(await logIds(await node.openGroup('other')), [0]);
   await node.close();
 });
 

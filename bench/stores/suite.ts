@@ -432,6 +432,7 @@ export function raftAppendSection(cfg: StoresConfig, impls: Available<RaftNodeHa
     ...sideBySide(raftAppendWorkload({ id: 'raft-1', label: '256 B entries, one per append', groups: 1, perGroup: 1, entryBytes: 256 }), impls.available, dir),
     ...sideBySide(raftAppendWorkload({ id: 'raft-64', label: '256 B entries, 64 appends in flight', groups: 1, perGroup: 64, entryBytes: 256 }), impls.available, dir),
     ...sideBySide(raftAppendWorkload({ id: 'raft-64groups', label: '64 groups at once, 256 B entries', groups: 64, perGroup: 1, entryBytes: 256 }), impls.available, dir),
+    ...sideBySide(raftAppendWorkload({ id: 'raft-256groups', label: '256 groups at once, 256 B entries', groups: 256, perGroup: 1, entryBytes: 256 }), impls.available, dir),
   ];
   return {
     id: 'raft-appends',
@@ -439,7 +440,7 @@ export function raftAppendSection(cfg: StoresConfig, impls: Available<RaftNodeHa
     description:
       'An operation is one `append([entry], onFlushed)` of one entry with 256 B of data, counted when the promise ' +
       'resolved AND onFlushed fired with null (durable). "One per append": one appender. "64 in flight": 64 appenders ' +
-      'on one group, each append taking the next index when called. "64 groups": one appender in each of 64 groups of ' +
+      'on one group, each append taking the next index when called. "64 groups" (256): one appender in each of 64 (256) groups of ' +
       'one node. Ratios are to the first row: one writer appending 256 B with write + fdatasync to a growing file.',
     variants,
     baseline: 'raw-256',
@@ -895,6 +896,28 @@ function variant(sections: readonly SectionResult[], sectionId: string, variantI
   return sections.find((s) => s.id === sectionId)?.variants.find((v) => v.id === variantId);
 }
 
+/** Raft: `groups` groups appending at once (one appender each), as a ratio to lmdb-js's entries/s in the same round. */
+function raftGroupsVsLmdb(sections: readonly SectionResult[], groups: number, why: { raft: string | null; peers: string | null }): TargetCheck {
+  const ours = variant(sections, 'raft-appends', `raft-${groups}groups/seglog`);
+  const lmdb = variant(sections, 'raft-appends', `raft-${groups}groups/lmdb`);
+  const ratio = ours !== undefined && lmdb !== undefined ? ratioToBest(ours.runs, [lmdb.runs]) : null;
+  return checkTarget({
+    id: `raft-${groups}-groups-vs-lmdb`,
+    source: 'Raft log',
+    description: `Raft log: ${groups} groups of one node appending at once (256 B entries, one appender each), as a ratio to lmdb-js's entries/s`,
+    comparator: '>=',
+    threshold: 1.5,
+    unit: '× lmdb-js',
+    measured: ratio?.median ?? null,
+    note:
+      ours === undefined
+        ? (why.raft ?? 'not measured')
+        : ratio === null
+          ? (why.peers ?? 'lmdb-js is missing')
+          : `median of per-round ratios (${ratio.min.toFixed(2)}–${ratio.max.toFixed(2)})`,
+  });
+}
+
 function measured(sections: readonly SectionResult[], sectionId: string, id: string) {
   return sections.find((s) => s.id === sectionId)?.measurements.find((m) => m.id === id);
 }
@@ -1063,6 +1086,7 @@ export function collectStoreTargets(
       openJudged,
     ),
     ...realmScaleTargets(sections, cfg.realmScopes >= 10_000, why.host),
+    ...[64, 256].map((groups) => raftGroupsVsLmdb(sections, groups, why)),
     vsPgbench(1),
     vsPgbench(200),
     checkTarget({

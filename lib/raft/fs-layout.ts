@@ -31,6 +31,11 @@ export const CLEAN_MARK = 'CLEAN';
 export const PAYLOADS_DIR = 'payloads';
 /** The directory holding one directory per group. */
 export const GROUPS_DIR = 'groups';
+/**
+ * The node journal (node-journal.ts): the segmented log through which every group's appends and
+ * truncations become durable. Made before `groups/` when a node is created.
+ */
+export const NODE_JOURNAL_DIR = 'journal';
 /** A group directory being created: renamed into place when complete, removed at open otherwise. */
 export const GROUP_TEMP_PREFIX = 'tmp-';
 

@@ -26,7 +26,9 @@ import { COMMITTED_CELL, GROUP_CELL_OPTIONS, GROUP_MANIFEST_SLOT_BYTES, JOURNAL_
 import { GROUP_DEFINING_FILES, NO_VOTE } from './group-create.js';
 import { ownEntry } from '../fs/own-entry.js';
 import type { FileSystem } from '../fs/types.js';
-import { FsRaftLogStorage } from './fs-log.js';
+import { FsRaftLogStorage, JOURNALED_LOG_SYNC } from './fs-log.js';
+import { replayJournal } from './journal-replay.js';
+import type { JournalOp, NodeJournal } from './node-journal.js';
 import { FsStateMachine, openFsStateMachine } from './fs-state-machine.js';
 import type { KvPlugin } from './kv.js';
 import type { NodeSettings } from './node-options.js';
@@ -80,6 +82,9 @@ export interface GroupRecovery {
   referenceCheckpoint: CheckpointUse;
   /** Log records step 5 read (the rest came from the checkpoint). */
   recordsScanned: number;
+  /** Step 2: the group's writes the node journal held (replayed against its log), and the entries that took. */
+  journalOps: number;
+  journalEntriesStaged: number;
 }
 
 /** A group opened and recovered. */
@@ -97,6 +102,8 @@ export interface NodeParts<P extends StateMachinePlugin<unknown>> {
   pool: RecordPool;
   /** Every file of the node is durable (the last close was clean, node.ts): open syncs nothing it reads. */
   knownDurable: boolean;
+  /** The node journal (node-journal.ts). */
+  journal: NodeJournal;
 }
 
 /** What a group's open has opened so far: closed again when a later step fails. */
@@ -116,15 +123,35 @@ interface Recovering<P extends StateMachinePlugin<unknown>> {
   id: string;
   groupDir: string;
   opened: Opened<P>;
+  journal: NodeJournal;
+  /** The group's writes the node journal still holds, in call order. */
+  journalOps: readonly JournalOp[];
 }
 
-/** Opens the group `id` stored in `groupDir` and recovers it (steps 1–5, in order). */
-export async function recoverGroup<P extends StateMachinePlugin<unknown>>(node: NodeParts<P>, id: string, groupDir: string): Promise<OpenGroup<P>> {
+/**
+ * Opens the group `id` stored in `groupDir` and recovers it (steps 1–5, in order); `journalOps`:
+ * its writes the node journal still holds (replayed in step 2).
+ */
+export async function recoverGroup<P extends StateMachinePlugin<unknown>>(
+  node: NodeParts<P>,
+  id: string,
+  groupDir: string,
+  journalOps: readonly JournalOp[] = [],
+): Promise<OpenGroup<P>> {
   const s = node.settings;
   const opened: Opened<P> = { cells: [], log: null, sm: null, names: new GroupNames() };
   try {
     await checkDefiningFiles(s.fs, id, groupDir);
-    const g: Recovering<P> = { s, cells: { fs: s.fs, ...GROUP_CELL_OPTIONS, ...(node.knownDurable ? { knownDurable: true } : {}) }, knownDurable: node.knownDurable, id, groupDir, opened };
+    const g: Recovering<P> = {
+      s,
+      cells: { fs: s.fs, ...GROUP_CELL_OPTIONS, ...(node.knownDurable ? { knownDurable: true } : {}) },
+      knownDurable: node.knownDurable,
+      id,
+      groupDir,
+      opened,
+      journal: node.journal,
+      journalOps,
+    };
     const { voteCell, committedCell, vote, committed } = await readVoteAndCommitted(g);
     const logState = await readLogState(g);
     const log = logState.log;
@@ -151,6 +178,9 @@ export async function recoverGroup<P extends StateMachinePlugin<unknown>>(node: 
       pool: node.pool,
       mistakes: s.mistakes,
       references: new ReferenceCheckpointer(s.fs, groupDir, s.segmentBytes, checked.plan.durable, s.mistakes?.truncateKeepsCheckpoint === true),
+      journal: node.journal,
+      journalKey: Buffer.from(path.basename(groupDir), 'hex'),
+      ...(s.journalMode !== undefined ? { journalMode: s.journalMode } : {}),
     });
     const recovery: GroupRecovery = {
       group: id,
@@ -167,6 +197,8 @@ export async function recoverGroup<P extends StateMachinePlugin<unknown>>(node: 
       payloadsChecked: checked.payloadsChecked,
       referenceCheckpoint: checked.plan.checkpoint,
       recordsScanned: checked.plan.scanned,
+      journalOps: journalOps.length,
+      journalEntriesStaged: logState.journalEntriesStaged,
     };
     return { group: { id, log: logStore, stateMachine: sm }, recovery };
   } catch (err) {
@@ -216,12 +248,13 @@ async function readVoteAndCommitted<P extends StateMachinePlugin<unknown>>(
 }
 
 /**
- * Step 2: the log's end and its purged prefix. Finishes an interrupted purge; answers the first
- * live index (`lo`, just after the purged id) and the last entry's id.
+ * Step 2: the log's end and its purged prefix. Finishes an interrupted purge, replays what the
+ * node journal holds of the group (journal-replay.ts); answers the first live index (`lo`, just
+ * after the purged id) and the last entry's id.
  */
 async function readLogState<P extends StateMachinePlugin<unknown>>(
   g: Recovering<P>,
-): Promise<{ purgedCell: Cell; purged: LogId | null; log: SegmentedLog; finishedPurge: boolean; lo: number; lastLogId: LogId | null }> {
+): Promise<{ purgedCell: Cell; purged: LogId | null; log: SegmentedLog; finishedPurge: boolean; lo: number; lastLogId: LogId | null; journalEntriesStaged: number }> {
   const { s, id, groupDir, opened } = g;
   const purgedCell = await openOwnedCell(path.join(groupDir, PURGED_CELL), g.cells);
   opened.cells.push(purgedCell);
@@ -232,6 +265,8 @@ async function readLogState<P extends StateMachinePlugin<unknown>>(
     fdCache: s.fdCache,
     maxRecordBytes: s.maxEntryBytes,
     inlineSyncBelowMs: s.inlineSyncBelowMs,
+    // A group starts journaling its writes (fs-log.ts switches it when it writes alone).
+    sync: JOURNALED_LOG_SYNC,
     // The node's LOCK excludes every other opener (node.ts): the log takes no lock of its own.
     ownerLocked: true,
     knownDurable: g.knownDurable,
@@ -239,6 +274,7 @@ async function readLogState<P extends StateMachinePlugin<unknown>>(
   } as SegmentedLogOptions);
   opened.log = log;
   const finishedPurge = await finishPurge(id, log, purged);
+  const replayed = await replayJournal(id, log, purged, g.journalOps, g.journal);
   const lo = Math.max(log.firstIndex, nextIndex(purged));
   let lastLogId = cloneOptionalLogId(purged);
   if (log.endIndex > lo) {
@@ -248,7 +284,7 @@ async function readLogState<P extends StateMachinePlugin<unknown>>(
       throw corrupt(`raft group ${JSON.stringify(id)}: record ${log.endIndex - 1} holds the entry of index ${lastLogId.index}`, { group: id });
     }
   }
-  return { purgedCell, purged, log, finishedPurge, lo, lastLogId };
+  return { purgedCell, purged, log, finishedPurge, lo, lastLogId, journalEntriesStaged: replayed.staged };
 }
 
 /**

@@ -7,7 +7,7 @@
 // group's `FsRaftLogStorage`, which holds one object and consults it at four named points, each
 // marked `mistakes.<name>` in fs-log.ts: `append` (flushBeforeSync), `purge`
 // (dropBeforePurgedId), `saveVote` (voteNotBarrier) and `saveCommitted` (committedBeforeLog); the node's open consults
-// `keepCleanMark` (node.ts).
+// `keepCleanMark` (node.ts), the node journal's checkpoint `dropJournalBeforeGroupSync` (node-journal.ts).
 
 /** @internal */
 export interface RaftMistakes {
@@ -23,4 +23,6 @@ export interface RaftMistakes {
   truncateKeepsCheckpoint?: boolean;
   /** Leave the clean-close mark in place at open (a later open after a kill trusts what it reads). */
   keepCleanMark?: boolean;
+  /** Drop the node journal's records at a checkpoint before the groups holding them synced their logs. */
+  dropJournalBeforeGroupSync?: boolean;
 }

@@ -65,6 +65,13 @@ export interface NodeSettings<P extends StateMachinePlugin<unknown>> {
   inlineSyncBelowMs: number;
   /** Test-only planted mistakes (mistakes.ts); not part of the options' type. */
   mistakes: RaftMistakes | undefined;
+  /**
+   * Test-only: the node journal's checkpoint threshold (node-journal.ts), so that the crash tests
+   * see checkpoints within a few writes; not part of the options' type.
+   */
+  journalCheckpointBytes: number | undefined;
+  /** Test-only: groups always journal their writes, or never (fs-log.ts JournalMode; default auto). */
+  journalMode: 'auto' | 'journal' | 'direct' | 'alternate' | undefined;
 }
 
 function nonNegativeMs(v: unknown, what: string): number {
@@ -92,5 +99,7 @@ export function parseNodeOptions<P extends StateMachinePlugin<unknown>>(dir: str
     maxEntryBytes: positiveInt(options.maxEntryBytes ?? RAFT_DEFAULT_MAX_ENTRY_BYTES, 'maxEntryBytes'),
     inlineSyncBelowMs: nonNegativeMs(options.inlineSyncBelowMs ?? 1, 'inlineSyncBelowMs'),
     mistakes: (options as { mistakes?: RaftMistakes }).mistakes,
+    journalCheckpointBytes: (options as { journalCheckpointBytes?: number }).journalCheckpointBytes,
+    journalMode: (options as { journalMode?: 'auto' | 'journal' | 'direct' | 'alternate' }).journalMode,
   };
 }

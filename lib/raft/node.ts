@@ -3,7 +3,9 @@
 //
 // Owns: `openRaftNode` (docs/contracts/raft-store.md, node recovery), the node and its group registry (`openGroup`,
 // `groupIds`), the node-wide index of payload digests named by live log records (the payload
-// store's `isNamed` hook) and the per-group recovery report. Its rooms: node-options.ts (options
+// store's `isNamed` hook), the node journal's lifetime (opened before the groups recover, their
+// records handed to each group's replay, a checkpoint after recovery, drained at a clean close:
+// node-journal.ts) and the per-group recovery report. Its rooms: node-options.ts (options
 // and defaults), group-create.ts (a new group's directory), group-recovery.ts (opening one group:
 // the five recovery steps, one function each), payload-references.ts (the offline scan of the
 // references the logs hold, for `seglog verify`). Guarantees:
@@ -33,7 +35,8 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { closed, corrupt, fromIo } from '../errors.js';
 import type { FileHandle, FileSystem } from '../fs/types.js';
 import { openPayloadStore, type FsPayloadStore, type PayloadStoreOptions } from '../payloads/index.js';
-import { CLEAN_MARK, GROUPS_DIR, GROUP_TEMP_PREFIX, NODE_LOCK, PAYLOADS_DIR, groupDirName, isGroupDirName, readGroupFile, removeTree, validateGroupId } from './fs-layout.js';
+import { CLEAN_MARK, GROUPS_DIR, GROUP_TEMP_PREFIX, NODE_JOURNAL_DIR, NODE_LOCK, PAYLOADS_DIR, groupDirName, isGroupDirName, readGroupFile, removeTree, validateGroupId } from './fs-layout.js';
+import { NodeJournal, type JournalOp } from './node-journal.js';
 import { createGroupDir } from './group-create.js';
 import { recoverGroup, type GroupRecovery, type NodeParts, type OpenGroup, type RaftGroup } from './group-recovery.js';
 import type { KvPlugin } from './kv.js';
@@ -83,10 +86,23 @@ export async function openRaftNode<P extends StateMachinePlugin<unknown> = KvPlu
   }
   const lock = await lockDirectory(fs, dir, NODE_LOCK);
   let node: Node<P> | null = null;
+  let journalOpened: NodeJournal | null = null;
   try {
     const index = new PayloadNameIndex();
     const knownDurable = await takeCleanMark(fs, dir, settings.mistakes?.keepCleanMark === true);
     await prepareNodeLayout(fs, dir);
+    // Opened (made, for a new node) before any group can be: a node that holds groups holds its journal.
+    await checkJournalPresent(fs, dir, knownDurable);
+    const { journal, pending } = await NodeJournal.open(dir, {
+      fs,
+      fdCache: settings.fdCache,
+      inlineSyncBelowMs: settings.inlineSyncBelowMs,
+      maxEntryBytes: settings.maxEntryBytes,
+      knownDurable,
+      dropBeforeGroupSync: settings.mistakes?.dropJournalBeforeGroupSync === true,
+      ...(settings.journalCheckpointBytes !== undefined ? { checkpointBytes: settings.journalCheckpointBytes } : {}),
+    });
+    journalOpened = journal;
     const payloads = await openPayloadStore(path.join(dir, PAYLOADS_DIR), {
       fs,
       clock: options.clock,
@@ -95,12 +111,15 @@ export async function openRaftNode<P extends StateMachinePlugin<unknown> = KvPlu
       isNamed: (digest) => index.isNamed(digest),
       ...(knownDurable ? { knownDurable: true } : {}),
     } as PayloadStoreOptions);
-    node = new Node(dir, settings, lock, payloads, index, knownDurable);
-    await node.recover();
+    node = new Node(dir, settings, lock, payloads, index, knownDurable, journal);
+    await node.recover(pending);
     return node;
   } catch (err) {
     if (node !== null) await node.close().catch(() => undefined);
-    else await lock.close().catch(() => undefined);
+    else {
+      await journalOpened?.close(false).catch(() => undefined);
+      await lock.close().catch(() => undefined);
+    }
     throw err;
   }
 }
@@ -123,6 +142,31 @@ async function takeCleanMark(fs: FileSystem, dir: string, keep: boolean): Promis
   } catch (err) {
     if ((err as { code?: unknown }).code === 'ENOENT') return false;
     throw fromIo(err, 'remove the clean-close mark', mark);
+  }
+}
+
+/**
+ * A node that holds a group holds its journal (made at the open that made `groups/`, before any
+ * group): one without it lost the only durable copy of its groups' latest writes — CORRUPT, never
+ * a journal made again empty — unless the last close was clean (every group's files durable: what
+ * an earlier version of this store, which had no journal, leaves; the journal is then made).
+ */
+async function checkJournalPresent(fs: FileSystem, dir: string, knownDurable: boolean): Promise<void> {
+  const journalDir = path.join(dir, NODE_JOURNAL_DIR);
+  const journal = await ownEntry(fs, journalDir, 'raft node journal');
+  if (journal !== null) {
+    if (!journal.isDirectory) throw corrupt(`raft node ${dir}: ${NODE_JOURNAL_DIR} is not a directory`, { path: journalDir });
+    return;
+  }
+  if (knownDurable) return;
+  let names: string[];
+  try {
+    names = await fs.readdir(path.join(dir, GROUPS_DIR));
+  } catch (err) {
+    throw fromIo(err, 'list', path.join(dir, GROUPS_DIR));
+  }
+  if (names.some((n) => isGroupDirName(n))) {
+    throw corrupt(`raft node ${dir} holds ${GROUPS_DIR}/ but no ${NODE_JOURNAL_DIR}/ (and was not closed cleanly): its groups' latest writes are lost`, { path: journalDir });
   }
 }
 
@@ -185,11 +229,12 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
   readonly #groups = new Map<string, Promise<OpenGroup<P>>>();
   /** What a group's open borrows from the node (its settings, payload store, index and pool). */
   readonly #parts: NodeParts<P>;
+  readonly #journal: NodeJournal;
   #closing: Promise<void> | null = null;
   /** Every group's recovery succeeded (a node whose open failed never marks its close clean). */
   #recovered = false;
 
-  constructor(dir: string, settings: NodeSettings<P>, lock: FileHandle, payloads: FsPayloadStore, index: PayloadNameIndex, knownDurable: boolean) {
+  constructor(dir: string, settings: NodeSettings<P>, lock: FileHandle, payloads: FsPayloadStore, index: PayloadNameIndex, knownDurable: boolean, journal: NodeJournal) {
     this.dir = dir;
     this.#settings = settings;
     this.#lock = lock;
@@ -197,7 +242,8 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
     this.#index = index;
     this.#groupsDir = path.join(dir, GROUPS_DIR);
     // Buffers of large encoded records, shared by the groups (at most 32 MiB idle per node).
-    this.#parts = { settings, payloads, index, pool: new RecordPool(), knownDurable };
+    this.#journal = journal;
+    this.#parts = { settings, payloads, index, pool: new RecordPool(), knownDurable, journal };
   }
 
   isNamed(digest: string): boolean {
@@ -214,9 +260,10 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
    * order), so up to RECOVERY_CONCURRENCY of them recover at once, each through its five steps in
    * order; the registry and `recovery` list them in directory-name order all the same. The first
    * failure stops the others from starting; the open fails with it, and node.close() closes every
-   * group that did open.
+   * group that did open. `pending`: each group's writes the node journal holds (by directory
+   * name), replayed in its step 2; a checkpoint then makes them durable in the groups' files.
    */
-  async recover(): Promise<void> {
+  async recover(pending: Map<string, JournalOp[]>): Promise<void> {
     const fs = this.#settings.fs;
     let names: string[];
     try {
@@ -245,7 +292,7 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
         const groupDir = path.join(this.#groupsDir, groupNames[at] as string);
         try {
           const id = await readGroupFile(fs, groupDir);
-          const opening = recoverGroup(this.#parts, id, groupDir);
+          const opening = recoverGroup(this.#parts, id, groupDir, pending.get(groupNames[at] as string));
           opened[at] = [id, opening];
           await opening;
         } catch (err) {
@@ -260,7 +307,18 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
     for (const entry of opened) if (entry !== undefined) this.#groups.set(entry[0], entry[1]);
     const failure = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failure !== undefined) throw failure.reason;
-    for (const [id, opening] of this.#groups) this.recovery.set(id, (await opening).recovery);
+    const known = new Set(groupNames);
+    for (const key of pending.keys()) {
+      // A group's directory is made (and renamed into place) before its first write is issued.
+      if (!known.has(key)) throw corrupt(`raft node ${this.dir}: the node journal holds writes of group ${key}, which has no directory`, { group: key });
+    }
+    for (const [id, opening] of this.#groups) {
+      const g = await opening;
+      this.recovery.set(id, g.recovery);
+      // What replay kept or staged may be in the page cache only: a checkpoint syncs it before the records go.
+      if (g.recovery.journalOps > 0) this.#journal.markDirty(g.group.log);
+    }
+    if (this.#journal.heldRecords > 0) await this.#journal.checkpoint();
     this.#recovered = true;
   }
 
@@ -310,6 +368,11 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
           await g.group.stateMachine.close().catch(keep);
           if (g.group.log.isPoisoned || g.group.stateMachine.isPoisoned) clean = false;
         }
+        // Every group closed with no failure: each close synced its log, so the journal's records can go.
+        await this.#journal.close(clean && failure === null).catch((err: unknown) => {
+          keep(err);
+          clean = false;
+        });
         await this.payloads.close().catch(keep);
         if (clean && failure === null && this.payloads.closedClean) {
           // After every sync of this close: the next open need not sync what it reads.

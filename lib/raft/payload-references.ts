@@ -4,7 +4,9 @@
 // Owns: `listPayloadReferences`, `rebuildPayloadReferences` and `PayloadReference`. The records
 // come from the source recovery's step 5 uses (group-references.ts): each group's reference
 // checkpoint where it is believed, and a scan of the log past it (of all of it otherwise), from
-// just after each group's purged id. Guarantees: streams (one chunk of records in memory at a
+// just after each group's purged id — and, for a node not reopened since a crash, what its node
+// journal still holds of each group, as replay would leave it (journal-replay.ts `journalView`:
+// the log's records below the first one replay replaces, then the journal's). Guarantees: streams (one chunk of records in memory at a
 // time, plus the checkpoint's records); the node's LOCK is held for the scan (LOCKED while the
 // node is open), each group's log opened only for its read; nothing is written (a damaged checkpoint is scanned around, not replaced); with
 // `crossCheck`, the checkpoint's claims are compared with a scan of the records it covers and a
@@ -17,8 +19,10 @@ import { lockDirectory } from '../fs/lock.js';
 import { corrupt, fromIo } from '../errors.js';
 import { realFs } from '../fs/real.js';
 import type { FileSystem } from '../fs/types.js';
-import { decodeOptionalLogId } from './codec.js';
-import { GROUPS_DIR, GROUP_CELL_MAX_SLOT_BYTES, GROUP_CELL_SLOT_BYTES, LOG_DIR, NODE_LOCK, PURGED_CELL, isGroupDirName, readGroupFile } from './fs-layout.js';
+import { decodeEntryNames, decodeOptionalLogId } from './codec.js';
+import { GROUPS_DIR, GROUP_CELL_MAX_SLOT_BYTES, GROUP_CELL_SLOT_BYTES, LOG_DIR, NODE_JOURNAL_DIR, NODE_LOCK, PURGED_CELL, isGroupDirName, readGroupFile } from './fs-layout.js';
+import { journalView } from './journal-replay.js';
+import { NodeJournal, type JournalOp } from './node-journal.js';
 import { namingRecordsOf, planGroupReferences, scanNamingRecords, type ReferencePlan } from './group-references.js';
 import type { NamingRecord } from './reference-checkpoint.js';
 import { RAFT_DEFAULT_MAX_ENTRY_BYTES } from './node-options.js';
@@ -54,9 +58,16 @@ export async function* listPayloadReferences(
   // The node's LOCK, for the whole scan: the group logs take none of their own (node.ts), so this
   // is what refuses a node that is open (LOCKED) and keeps it from being opened meanwhile.
   const lock = await lockDirectory(fs, dir, NODE_LOCK);
+  let journal: NodeJournal | null = null;
   try {
-    yield* scanGroups(fs, groupsDir, names, options);
+    let pending = new Map<string, JournalOp[]>();
+    if ((await fs.stat(path.join(dir, NODE_JOURNAL_DIR))) !== null) {
+      const maxEntryBytes = options.maxEntryBytes ?? RAFT_DEFAULT_MAX_ENTRY_BYTES;
+      ({ journal, pending } = await NodeJournal.open(dir, { fs, fdCache: undefined, inlineSyncBelowMs: 0, maxEntryBytes, knownDurable: false }));
+    }
+    yield* scanGroups(fs, groupsDir, names, options, journal, pending);
   } finally {
+    await journal?.close(false).catch(() => undefined);
     await lock.unlock().catch(() => undefined);
     await lock.close().catch(() => undefined);
   }
@@ -67,6 +78,8 @@ async function* scanGroups(
   groupsDir: string,
   names: string[],
   options: { maxEntryBytes?: number; crossCheck?: boolean },
+  journal: NodeJournal | null,
+  pending: Map<string, JournalOp[]>,
 ): AsyncGenerator<PayloadReference> {
   for (const name of names.sort()) {
     if (!isGroupDirName(name)) continue;
@@ -82,10 +95,22 @@ async function* scanGroups(
     } as SegmentedLogOptions);
     try {
       const lo = Math.max(log.firstIndex, nextIndex(purged));
+      const ops = pending.get(name) ?? [];
+      const view = journal === null ? null : await journalView(group, log, purged, ops, journal);
       const plan = await planGroupReferences(fs, groupDir, log, lo);
       if (options.crossCheck === true) await crossCheck(group, plan, log, lo);
-      for await (const { logId, digests } of namingRecordsOf(plan, log)) {
-        for (const digest of digests) yield { group, logId, digest };
+      if (view === null || !view.reset) {
+        for await (const { logId, digests } of namingRecordsOf(plan, log)) {
+          if (view !== null && logId.index >= view.keep) break;
+          for (const digest of digests) yield { group, logId, digest };
+        }
+      }
+      if (view !== null) {
+        for await (const { index, record } of view.entries()) {
+          if (index < lo) continue;
+          const { logId, digests } = decodeEntryNames(record);
+          for (const digest of digests) yield { group, logId, digest };
+        }
       }
     } finally {
       await log.close();

@@ -222,17 +222,18 @@ export class ReferenceCheckpointer {
   }
 
   /**
-   * Records `end`, `last` staged with `bytes` of records, durable when `durable` resolves; once
-   * `everyBytes` accumulated and no write is in flight, a checkpoint of [low, end) is written
-   * after `durable` (it never holds the append up).
+   * Records `end`, `last` staged with `bytes` of records; once `everyBytes` accumulated and no
+   * write is in flight, a checkpoint of [low, end) is written after `makeDurable()` resolves (it
+   * never holds the append up). `makeDurable` is called only then: it may sync (the group's log
+   * is synced by the node journal's checkpoints otherwise, fs-log.ts).
    */
-  appended(bytes: number, end: number, last: LogId, durable: Promise<void>): void {
+  appended(bytes: number, end: number, last: LogId, makeDurable: () => Promise<void>): void {
     this.#bytesSince += bytes;
     if (this.#bytesSince < this.#everyBytes || this.#inFlight !== null) return;
     this.#bytesSince = 0;
     const lastId = cloneLogId(last);
     this.#run(async () => {
-      await durable;
+      await makeDurable();
       await this.#write(end, lastId);
     });
   }

@@ -3,7 +3,8 @@
 // is the process's main module).
 //
 // Owns: the writer's protocol. It opens a node (openRaftNode, 16 KiB log and journal segments so
-// they roll, payload grace 0 so collections remove what nothing names), opens group `g`, reports
+// they roll, node journal checkpoints every 32 KiB, payload grace 0 so collections remove what
+// nothing names), opens group `g`, reports
 // what it found, then issues bursts of calls back to back without waiting between them — appends
 // of one to three entries (KV sets of 0 to 12,000 bytes, blanks, entries naming a payload put
 // just before), saveCommitted, saveVote (terms only grow), truncate of an uncommitted suffix,
@@ -26,8 +27,11 @@ import type { Entry, LogId, Vote } from '../../lib/raft/types.js';
 import { ledger, runWriter, writerArgs } from './kill-child.js';
 import { killRecord } from './kill-records.js';
 
-/** Node options of the writer and of the checker. */
-export const RAFT_KILL_OPTIONS = { segmentBytes: 16 * 1024, journalSegmentBytes: 16 * 1024, payloads: { graceMs: 0 } } as const;
+/**
+ * Node options of the writer and of the checker. `journalCheckpointBytes` (test-only): a node
+ * journal checkpoint every 32 KiB of records, so that kills land inside checkpoints too.
+ */
+export const RAFT_KILL_OPTIONS = { segmentBytes: 16 * 1024, journalSegmentBytes: 16 * 1024, payloads: { graceMs: 0 }, journalCheckpointBytes: 32 * 1024 } as const;
 export const RAFT_KILL_GROUP = 'g';
 const NODE_ID = 1;
 

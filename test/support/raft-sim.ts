@@ -18,7 +18,7 @@ import { ManualClock } from '../../lib/clock.js';
 import { MemoryFs } from '../../lib/fs/memory.js';
 import { isSeglogError } from '../../lib/errors.js';
 import { encodeKvCommand, type KvPlugin } from '../../lib/raft/kv.js';
-import { openRaftNode, type RaftGroup, type RaftNode } from '../../lib/raft/node.js';
+import { openRaftNode, type RaftGroup, type RaftNode, type RaftNodeOptions } from '../../lib/raft/node.js';
 import { getInitialState, tryGetLogEntry } from '../../lib/raft/storage-helper.js';
 import { compareLogId, compareVote, logIdEquals, type Entry, type LogId, type Vote } from '../../lib/raft/types.js';
 import { seededRandom } from '../../lib/crash/determinism.js';
@@ -95,7 +95,15 @@ class SimNode {
   }
 
   async open(): Promise<void> {
-    this.node = await openRaftNode(NODE_DIR, { fs: this.fs, clock: new ManualClock(), segmentBytes: 4096, journalSegmentBytes: 4096, payloads: { graceMs: 0 } });
+    // journalCheckpointBytes (test-only): node journal checkpoints every 8 KiB of records, between the steps.
+    this.node = await openRaftNode(NODE_DIR, {
+      fs: this.fs,
+      clock: new ManualClock(),
+      segmentBytes: 4096,
+      journalSegmentBytes: 4096,
+      payloads: { graceMs: 0 },
+      journalCheckpointBytes: 8192,
+    } as RaftNodeOptions<KvPlugin>);
     this.g = await this.node.openGroup(GROUP);
   }
 }

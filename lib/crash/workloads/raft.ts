@@ -18,7 +18,7 @@ import { MemoryFs, type DiskImage, type TraceEntry } from '../../fs/memory.js';
 import type { FileSystem } from '../../fs/types.js';
 import type { RaftMistakes } from '../../raft/mistakes.js';
 import { encodeKvCommand, type KvPlugin } from '../../raft/kv.js';
-import { openRaftNode, type RaftGroup, type RaftNode } from '../../raft/node.js';
+import { openRaftNode, type RaftGroup, type RaftNode, type RaftNodeOptions } from '../../raft/node.js';
 import { compareLogId, compareVote, logIdEquals, type Entry, type LogId, type Vote } from '../../raft/types.js';
 import { checkAckAfterSync, type AckCheckResult } from '../linear.js';
 import { exploreCrashStates, type CrashState, type ExploreOptions, type ExploreResult } from '../explore.js';
@@ -36,6 +36,10 @@ export interface RaftCrashEnv {
   mistakes?: RaftMistakes;
   /** The group logs' segment size, when a workload needs another than NODE_OPTIONS'. */
   segmentBytes?: number;
+  /** The node journal's checkpoint threshold (test-only, node-options.ts), when a workload needs checkpoints within a few calls. */
+  journalCheckpointBytes?: number;
+  /** Groups always journal their writes, or never (test-only, fs-log.ts JournalMode; default: by whether others write). */
+  journalMode?: 'journal' | 'direct' | 'alternate';
 }
 
 const standalone: RaftCrashEnv = { dir: RAFT_CRASH_NODE, tag: '' };
@@ -48,7 +52,9 @@ export function openCrashNode(fs: FileSystem, env: RaftCrashEnv = standalone): P
     ...NODE_OPTIONS,
     ...(env.segmentBytes === undefined ? {} : { segmentBytes: env.segmentBytes }),
     ...(env.mistakes === undefined ? {} : { mistakes: env.mistakes }),
-  });
+    ...(env.journalCheckpointBytes === undefined ? {} : { journalCheckpointBytes: env.journalCheckpointBytes }),
+    ...(env.journalMode === undefined ? {} : { journalMode: env.journalMode }),
+  } as RaftNodeOptions<KvPlugin>);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -262,11 +268,15 @@ const emptyGroup = (fs: MemoryFs, env: RaftCrashEnv): Promise<void> => withGroup
  * below the current one: open deletes any that come back), the payload store's clock
  * checkpoint at close, and the node's clean-close mark (created after every sync of a close,
  * unlinked unsynced by the next open: docs/raft-store.md, "Clean close", says why neither needs
- * a sync; the explorer checks the states either way leaves).
+ * a sync; the explorer checks the states either way leaves). And the writes of records into a
+ * group's Raft log segments: the node journal's record makes an append durable (replay rebuilds
+ * the group's log from it, docs/raft-store.md, "The node journal"); the group's log is synced by
+ * the journal's checkpoints, which the explorer's states cover.
  */
 function designNotDependedOn(op: TraceEntry): boolean {
   const p = op.path;
   if (p.endsWith('.idx') || p.endsWith('/LOCK') || p.endsWith('/CLEAN')) return true;
+  if ((op.kind === 'write' || op.kind === 'writev') && /\/groups\/[0-9a-f]{64}\/log\/[^/]+\.seg$/.test(p)) return true;
   if (op.kind === 'unlink' && (p.endsWith('.seg') || p.endsWith('.snap') || p.endsWith('.part'))) return true;
   return false;
 }
@@ -332,6 +342,41 @@ const truncateSteps: LogStep[] = [
   { op: 'truncate', index: 0 },
   { op: 'append', entries: [kvEntry(4, 5), kvEntry(4, 6)] },
 ];
+
+/**
+ * The node journal's checkpoints between the calls: with a threshold of one byte each record
+ * starts one, so every crash state of a checkpoint — the groups' logs synced or not, the journal's
+ * records dropped or not — is met between appends and truncations of two groups.
+ */
+const journalCheckpointSteps: LogStep[] = [
+  { op: 'append', entries: [blank(1, 0), kvEntry(1, 1), kvEntry(1, 2, 600)] },
+  { op: 'append', entries: [kvEntry(1, 3), kvEntry(1, 4)] },
+  { op: 'truncate', index: 3 },
+  { op: 'append', entries: [kvEntry(2, 3, 700), kvEntry(2, 4)] },
+  { op: 'purge', logId: lid(1, 1) },
+  { op: 'append', entries: [kvEntry(2, 5)] },
+];
+const journalCheckpointWorkload: RaftCrashWorkload = {
+  name: 'journal-checkpoint',
+  setup: emptyGroup,
+  run: (fs, env) =>
+    withGroup(fs, { ...env, journalCheckpointBytes: 1, journalMode: 'journal' }, async (g, node) => {
+      // A second group writing between the first's calls: its records share the journal and its checkpoints.
+      const other = await node.openGroup('other');
+      let k = 0;
+      const otherAppend = async (): Promise<void> => {
+        const index = k++;
+        await new Promise<void>((resolve, reject) => {
+          other.log.append([kvEntry(1, index)], (err) => (err === null ? resolve() : reject(err))).catch(reject);
+        });
+      };
+      await otherAppend();
+      await runLogSteps(g, fs, env, journalCheckpointSteps);
+      await otherAppend();
+    }),
+  check: sequentialLogCheck(journalCheckpointSteps),
+  dependsOn: (_m, op) => !designNotDependedOn(op),
+};
 
 /** Truncations inside the active segment, into a sealed one, past the end, of everything. */
 const truncateWorkload: RaftCrashWorkload = {
@@ -563,7 +608,7 @@ const createWorkload: RaftCrashWorkload = {
 };
 
 /** Every workload, in the order the test runs them. */
-export const raftCrashWorkloads: readonly RaftCrashWorkload[] = [createWorkload, appendWorkload, truncateWorkload, purgeWorkload, voteWorkload, installWorkload];
+export const raftCrashWorkloads: readonly RaftCrashWorkload[] = [createWorkload, appendWorkload, truncateWorkload, purgeWorkload, voteWorkload, installWorkload, journalCheckpointWorkload];
 
 export interface RaftCrashRun {
   workload: string;
@@ -578,13 +623,15 @@ export async function runRaftCrashWorkload(
   w: RaftCrashWorkload,
   options: Omit<ExploreOptions, 'initial' | 'trace' | 'check'> = {},
   mistakes?: RaftMistakes,
+  journalMode?: 'journal' | 'direct' | 'alternate',
 ): Promise<RaftCrashRun> {
   const setupFs = new MemoryFs({ trace: false });
   await w.setup(setupFs, standalone);
   // The workload starts from the set-up disk as it stands (its close made everything durable
   // that matters; what it left unsynced is derived data).
   const fs = new MemoryFs({ image: setupFs.currentImage() });
-  await w.run(fs, mistakes === undefined ? standalone : { ...standalone, mistakes });
+  const env = { ...standalone, ...(mistakes === undefined ? {} : { mistakes }), ...(journalMode === undefined ? {} : { journalMode }) };
+  await w.run(fs, env);
   const explore = await exploreCrashStates({ ...options, initial: fs.initialImage, trace: fs.trace, check: (s) => w.check(s, standalone) });
   const linear = w.dependsOn === undefined ? null : checkAckAfterSync(fs.trace, { dependsOn: w.dependsOn });
   return { workload: w.name, explore, linear, traceLength: fs.trace.length };
@@ -601,6 +648,7 @@ const PLANTS: Record<string, RaftMistakes> = {
   'drop-before-purged-id': { dropBeforePurgedId: true },
   'truncate-keeps-checkpoint': { truncateKeepsCheckpoint: true },
   'keep-clean-mark': { keepCleanMark: true },
+  'drop-journal-before-group-sync': { dropJournalBeforeGroupSync: true },
 };
 
 /** The workload that exercises each plant. */
@@ -611,6 +659,7 @@ export const PLANT_WORKLOAD: Readonly<Record<string, string>> = {
   'drop-before-purged-id': 'purge',
   'truncate-keeps-checkpoint': 'references',
   'keep-clean-mark': 'clean-close',
+  'drop-journal-before-group-sync': 'journal-checkpoint',
 };
 
 async function runAll(context: WorkloadContext): Promise<WorkloadRun> {
