@@ -14,44 +14,30 @@ import { PLANT_WORKLOAD, raftCrashWorkloads, raftPlants, runRaftCrashWorkload } 
 import { referencesWorkload } from '../lib/crash/workloads/raft-references.js';
 import { cleanCloseWorkload, manifestGrowthWorkload } from '../lib/crash/workloads/raft-clean.js';
 
+// Each workload as it comes (a lone group writes its own log), with every group journaling its
+// writes, and switching between the two at every append (every switch's barrier and flushed
+// mark), so that each crash state of those paths is checked.
 for (const w of [...raftCrashWorkloads, referencesWorkload, cleanCloseWorkload, manifestGrowthWorkload]) {
-  test(`crash: raft ${w.name}`, async (t) => {
-    const run = await runRaftCrashWorkload(w, { maxStates: 4000, maxViolations: 3 });
-    const r = run.explore;
-    const line = `${w.name}: ${r.states} crash states checked at ${r.points} points (trace ${run.traceLength} entries; ${r.duplicates} duplicates skipped; ${r.exhaustive ? 'exhaustive' : 'sampled'}${r.truncated ? ', truncated' : ''}) in ${Math.round(r.elapsedMs)} ms`;
-    t.diagnostic(line);
-    console.log(`crash raft ${line}`);
-    assert.deepEqual(
-      r.violations.map((v) => `${v.id} [${v.family}]: ${v.error instanceof Error ? v.error.message : String(v.error)}`),
-      [],
-      'no crash state breaks the contract',
-    );
-    assert.ok(r.states > 0);
-    if (run.linear !== null) {
-      assert.deepEqual(run.linear.violations.map((v) => v.description), [], 'every acknowledgement after the syncs it depends on');
-      assert.deepEqual(run.linear.renamesBeforeSync.map((v) => v.description), [], 'no rename before its file is synced');
-    }
-  });
-}
-
-// The same workloads with every group journaling its writes (a lone group writes directly by
-// default: the runs above), and switching between the two at every append (every switch's
-// barrier and flushed mark), so that each crash state of those paths is checked too.
-for (const w of [...raftCrashWorkloads, referencesWorkload, cleanCloseWorkload, manifestGrowthWorkload]) for (const mode of ['journal', 'alternate'] as const) {
-  test(`crash: raft ${w.name}, ${mode}`, async (t) => {
-    const run = await runRaftCrashWorkload(w, { maxStates: 4000, maxViolations: 3 }, undefined, mode);
-    const r = run.explore;
-    const line = `${w.name} (${mode}): ${r.states} crash states checked at ${r.points} points (trace ${run.traceLength} entries; ${r.exhaustive ? 'exhaustive' : 'sampled'}${r.truncated ? ', truncated' : ''}) in ${Math.round(r.elapsedMs)} ms`;
-    t.diagnostic(line);
-    console.log(`crash raft ${line}`);
-    assert.deepEqual(
-      r.violations.map((v) => `${v.id} [${v.family}]: ${v.error instanceof Error ? v.error.message : String(v.error)}`),
-      [],
-      'no crash state breaks the contract',
-    );
-    assert.ok(r.states > 0);
-    if (run.linear !== null) assert.deepEqual(run.linear.violations.map((v) => v.description), [], 'every acknowledgement after the syncs it depends on');
-  });
+  for (const mode of [undefined, 'journal', 'alternate'] as const) {
+    const name = `${w.name}${mode === undefined ? '' : `, ${mode}`}`;
+    test(`crash: raft ${name}`, async (t) => {
+      const run = await runRaftCrashWorkload(w, { maxStates: 4000, maxViolations: 3 }, undefined, mode);
+      const r = run.explore;
+      const line = `${name}: ${r.states} crash states checked at ${r.points} points (trace ${run.traceLength} entries; ${r.duplicates} duplicates skipped; ${r.exhaustive ? 'exhaustive' : 'sampled'}${r.truncated ? ', truncated' : ''}) in ${Math.round(r.elapsedMs)} ms`;
+      t.diagnostic(line);
+      console.log(`crash raft ${line}`);
+      assert.deepEqual(
+        r.violations.map((v) => `${v.id} [${v.family}]: ${v.error instanceof Error ? v.error.message : String(v.error)}`),
+        [],
+        'no crash state breaks the contract',
+      );
+      assert.ok(r.states > 0);
+      if (run.linear !== null) {
+        assert.deepEqual(run.linear.violations.map((v) => v.description), [], 'every acknowledgement after the syncs it depends on');
+        assert.deepEqual(run.linear.renamesBeforeSync.map((v) => v.description), [], 'no rename before its file is synced');
+      }
+    });
+  }
 }
 
 for (const [plant, mistakes] of Object.entries(raftPlants)) {
