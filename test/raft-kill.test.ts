@@ -124,7 +124,10 @@ async function checkLife(dir: string, model: RaftObserved, ledger: readonly Ledg
     for (const x of issued) states.push(applyCall(states[states.length - 1]!, x.call, x.entries));
     let floor = 0;
     issued.forEach((x, k) => {
-      if (x.acked) floor = k + 1;
+      // A payload collection is not a write of the group: its promise is not ordered with the
+      // group's calls (it may resolve before an earlier append's flush), so its acknowledgement
+      // says nothing of them.
+      if (x.acked && x.call.op !== 'gc') floor = k + 1;
       stats.counts[x.call.op] = (stats.counts[x.call.op] ?? 0) + 1;
     });
     stats.acks += issued.filter((x) => x.acked).length;
