@@ -9,3 +9,5 @@ export type { SyncPolicy } from './sync-policy.js';
 export type { SegmentedLog, SegmentedLogStats } from './types.js';
 export { FdCache, defaultFdCache } from './fd-cache.js';
 export type { FdCacheOptions } from './fd-cache.js';
+export { newLogFiles } from './new-log.js';
+export type { NewLogFile } from './new-log.js';

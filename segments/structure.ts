@@ -27,7 +27,7 @@ import type { TableCache } from './table-cache.js';
  * One file-system block: a node of a thousand mostly idle groups pays 4 KiB per log, not more;
  * the writer grows the file ahead of a busy log's tail (writer.ts `#preallocate`).
  */
-const FIRST_FILE_BYTES = 4 * 1024;
+export const FIRST_FILE_BYTES = 4 * 1024;
 
 export class Structure {
   readonly #s: LogState;
