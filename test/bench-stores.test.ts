@@ -274,7 +274,7 @@ async function storesSections(withSeglog: boolean): Promise<SectionResult[]> {
 
 test('collectStoreTargets: judges the host store against raw and the faster peer per round; says why when not measured', async () => {
   const why = { host: null, raft: `${NOT_BUILT}: no openRaftNode`, payloads: null, peers: null };
-  const full = { realmScopes: 10_000, bigPayloadBytes: 1024 * MIB, snapshotBytes: 1024 * MIB, payloadBytes: 16 * MIB, largePayloadBytes: 33 * MIB };
+  const full = { realmScopes: 10_000, bigPayloadBytes: 1024 * MIB, snapshotBytes: 1024 * MIB, payloadBytes: 16 * MIB, largePayloadBytes: 33 * MIB, logBytes: 1024 * MIB };
   const byId = new Map(collectStoreTargets(await storesSections(true), full, why).map((t) => [t.id, t]));
   assert.ok(Math.abs((byId.get('host-one-scope')?.measured ?? 0) - 0.95) < 1e-9);
   assert.equal(byId.get('host-one-scope')?.met, true);
@@ -290,7 +290,7 @@ test('collectStoreTargets: judges the host store against raw and the faster peer
   assert.equal(byId.get('raft-snapshot-1gib-rss')?.measured, 50);
   assert.equal(byId.get('raft-snapshot-1gib-rss')?.met, true);
 
-  const small = new Map(collectStoreTargets(await storesSections(true), { realmScopes: 1000, bigPayloadBytes: 64 * MIB, snapshotBytes: 32 * MIB, payloadBytes: 4 * MIB, largePayloadBytes: 8 * MIB }, why).map((t) => [t.id, t]));
+  const small = new Map(collectStoreTargets(await storesSections(true), { realmScopes: 1000, bigPayloadBytes: 64 * MIB, snapshotBytes: 32 * MIB, payloadBytes: 4 * MIB, largePayloadBytes: 8 * MIB, logBytes: 32 * MIB }, why).map((t) => [t.id, t]));
   assert.equal(small.get('host-open-10k-scopes')?.met, null, 'a smaller realm is not judged');
   assert.equal(small.get('payload-1gib-rss')?.met, null, 'a smaller payload is not judged');
   assert.equal(small.get('raft-snapshot-1gib-rss')?.met, null, 'a smaller snapshot is not judged');
@@ -306,6 +306,53 @@ test('collectStoreTargets: judges the host store against raw and the faster peer
     assert.equal(t?.met, null);
     assert.match(t?.note ?? '', /^NOT MEASURED \(store not built\)/);
   }
+});
+
+test('collectStoreTargets: the Raft open and 1,000-group targets, the 8× open paired by round with the 1× open', async () => {
+  const [host] = await storesSections(true);
+  const m = (id: string, unit: 'ms' | 'MiB' | 'KiB' | 'count', runs: number[]) => ({ id, label: id, unit, params: {}, runs, summary: summarize(runs), notes: [] });
+  const base = host as SectionResult;
+  const open: SectionResult = {
+    ...base,
+    id: 'raft-open',
+    variants: [],
+    baseline: null,
+    measurements: [
+      m('open-log/seglog', 'ms', [10, 20, 15]),
+      m('open-log-8x/seglog', 'ms', [11, 30, 15]),
+      m('rss-open-log/seglog', 'MiB', [1, 2, 1.5]),
+      m('rss-open-log-8x/seglog', 'MiB', [3, 5, 4.5]),
+    ],
+  };
+  const groups: SectionResult = {
+    ...base,
+    id: 'raft-groups',
+    variants: [],
+    baseline: null,
+    measurements: [m('raft-groups-open-read/seglog', 'ms', [600, 700, 650]), m('raft-groups-fds/seglog', 'count', [535, 535, 536]), m('raft-groups-disk-allocated/seglog', 'KiB', [16, 16, 16]), m('raft-groups-rss/seglog', 'KiB', [40, 50, 45])],
+  };
+  const why = { host: null, raft: null, payloads: null, peers: null };
+  const full = { realmScopes: 10_000, bigPayloadBytes: 1024 * MIB, snapshotBytes: 1024 * MIB, payloadBytes: 16 * MIB, largePayloadBytes: 33 * MIB, logBytes: 1024 * MIB };
+  const byId = new Map(collectStoreTargets([open, groups], full, why).map((t) => [t.id, t]));
+  assert.equal(byId.get('raft-open-1gib')?.measured, 15);
+  assert.equal(byId.get('raft-open-1gib')?.met, true);
+  // Per round 8x / 1x: 1.1, 1.5, 1 → median 1.1.
+  assert.ok(Math.abs((byId.get('raft-open-8x-vs-1x')?.measured ?? 0) - 1.1) < 1e-9);
+  assert.equal(byId.get('raft-open-8x-vs-1x')?.met, true);
+  assert.equal(byId.get('raft-open-rss')?.measured, 4.5, 'the larger of the two medians');
+  assert.equal(byId.get('raft-open-rss')?.met, false);
+  assert.equal(byId.get('raft-groups-open-read-1000')?.met, false);
+  assert.equal(byId.get('raft-groups-fds-1000')?.met, true);
+  assert.equal(byId.get('raft-groups-disk-allocated-1000')?.met, true, 'at most 16 KiB: 16 is met');
+  assert.equal(byId.get('raft-groups-rss-1000')?.met, false);
+  const small = new Map(collectStoreTargets([open], { ...full, logBytes: 32 * MIB }, why).map((t) => [t.id, t]));
+  assert.equal(small.get('raft-open-1gib')?.met, null, 'a smaller log is not judged');
+  assert.match(small.get('raft-open-8x-vs-1x')?.note ?? '', /not judged/);
+  assert.equal(small.get('raft-groups-fds-1000')?.met, null, 'the groups section did not run');
+  const no8x = new Map(collectStoreTargets([{ ...open, measurements: open.measurements.filter((x) => !x.id.includes('-8x')) }], full, why).map((t) => [t.id, t]));
+  assert.equal(no8x.get('raft-open-8x-vs-1x')?.measured, null);
+  assert.match(no8x.get('raft-open-8x-vs-1x')?.note ?? '', /was not measured/);
+  assert.equal(no8x.get('raft-open-rss')?.measured, 1.5);
 });
 
 /** A section of variants with the given ops/s, round by round. */
@@ -332,7 +379,7 @@ test('collectStoreTargets: payload put and get against raw at 16 MiB and 33 MiB,
     ),
   ];
   const why = { host: null, raft: null, payloads: null, peers: null };
-  const full = { realmScopes: 10_000, bigPayloadBytes: 1024 * MIB, snapshotBytes: 1024 * MIB, payloadBytes: 16 * MIB, largePayloadBytes: 33 * MIB };
+  const full = { realmScopes: 10_000, bigPayloadBytes: 1024 * MIB, snapshotBytes: 1024 * MIB, payloadBytes: 16 * MIB, largePayloadBytes: 33 * MIB, logBytes: 1024 * MIB };
   const byId = new Map(collectStoreTargets(sections, full, why).map((t) => [t.id, t]));
   // put: 0.9, 0.8, 0.7 → median 0.8 (met at >= 0.8); get 33 MiB: 0.7, 0.9, 0.6 → 0.7 (not met).
   assert.ok(Math.abs((byId.get('payload-put-vs-raw')?.measured ?? 0) - 0.8) < 1e-9);
@@ -346,7 +393,7 @@ test('collectStoreTargets: payload put and get against raw at 16 MiB and 33 MiB,
   // 4 at once over one at a time: 1.6, 2, 1.2 → 1.6.
   assert.ok(Math.abs((byId.get('payload-4-puts-vs-one')?.measured ?? 0) - 1.6) < 1e-9);
   assert.equal(byId.get('payload-4-puts-vs-one')?.met, true);
-  const quick = new Map(collectStoreTargets(sections, { ...full, payloadBytes: 4 * MIB, largePayloadBytes: 8 * MIB }, why).map((t) => [t.id, t]));
+  const quick = new Map(collectStoreTargets(sections, { ...full, payloadBytes: 4 * MIB, largePayloadBytes: 8 * MIB, logBytes: 32 * MIB }, why).map((t) => [t.id, t]));
   for (const id of ['payload-put-vs-raw', 'payload-get-large-vs-raw', 'payload-4-puts-vs-one']) {
     assert.equal(quick.get(id)?.met, null, `${id}: smaller payloads are not judged`);
     assert.match(quick.get(id)?.note ?? '', /not judged/);
@@ -408,7 +455,7 @@ test('a stores report with memory measurements validates and renders its units; 
     machine: describeMachine(os.tmpdir()),
     load: { start: 0, end: 0 },
     sections,
-    targets: [...collectStoreTargets(sections, { realmScopes: 10_000, bigPayloadBytes: 1024 * MIB, snapshotBytes: 1024 * MIB, payloadBytes: 16 * MIB, largePayloadBytes: 33 * MIB }, { host: null, raft: null, payloads: null, peers: null }), durationTarget(false, 1000)],
+    targets: [...collectStoreTargets(sections, { realmScopes: 10_000, bigPayloadBytes: 1024 * MIB, snapshotBytes: 1024 * MIB, payloadBytes: 16 * MIB, largePayloadBytes: 33 * MIB, logBytes: 1024 * MIB }, { host: null, raft: null, payloads: null, peers: null }), durationTarget(false, 1000)],
     notes: [],
   };
   assert.deepEqual(validateReport(JSON.parse(JSON.stringify(report))), []);

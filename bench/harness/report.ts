@@ -99,8 +99,8 @@ export interface TargetCheck {
   /** What the target is about: the store or tool it concerns, e.g. "segmented log". */
   source: string;
   description: string;
-  /** measured >= threshold, or measured < threshold (strictly below). */
-  comparator: '>=' | '<';
+  /** measured >= threshold, measured < threshold (strictly below), or measured <= threshold (at most). */
+  comparator: '>=' | '<' | '<=';
   threshold: number;
   unit: string;
   measured: number | null;
@@ -204,6 +204,6 @@ export function bytesToMiB(bytes: number): number {
  */
 export function checkTarget(t: Omit<TargetCheck, 'met'>, judge = true): TargetCheck {
   let met: boolean | null = null;
-  if (t.measured !== null && judge) met = t.comparator === '>=' ? t.measured >= t.threshold : t.measured < t.threshold;
+  if (t.measured !== null && judge) met = t.comparator === '>=' ? t.measured >= t.threshold : t.comparator === '<=' ? t.measured <= t.threshold : t.measured < t.threshold;
   return { ...t, met };
 }

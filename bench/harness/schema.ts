@@ -195,7 +195,7 @@ export const REPORT_JSON_SCHEMA: JsonSchema = {
         id: str,
         source: str,
         description: str,
-        comparator: { enum: ['>=', '<'] },
+        comparator: { enum: ['>=', '<', '<='] },
         threshold: num,
         unit: str,
         measured: { type: ['number', 'null'] },

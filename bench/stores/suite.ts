@@ -13,7 +13,7 @@
 // - the Raft snapshot section drives seglog's own node and state machine, with a bench-only plugin
 //   in place of the KV example (snapshot-bench.ts says why), and its report says so.
 
-import { mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { mkdir, readdir, rm, stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { CommitBatch } from '../../lib/host/batch.js';
 import type { HostStore, ScopeRef } from '../../lib/host/types.js';
@@ -21,7 +21,7 @@ import { groupDirectory } from '../../lib/raft/node.js';
 import type { Progress } from '../harness/progress.js';
 import { bytesToMiB, checkTarget, measurement, ratioToBaseline, ratioToBest, type Measurement, type SectionResult, type TargetCheck } from '../harness/report.js';
 import { plannedMs, roundOrder, runSection, type SectionPlan, type Variant } from '../harness/runner.js';
-import { formatBytes, MIB } from '../harness/stats.js';
+import { formatBytes, MIB, pairedRatios, summarize } from '../harness/stats.js';
 import { sideBySide, type StoreImplementation } from '../harness/store-workload.js';
 import { nowNs, type Budget } from '../harness/timing.js';
 import { engineAppendVariant, type OpenLog } from '../engine.js';
@@ -498,11 +498,32 @@ export async function buildLog(node: RaftNodeHandle, group: string, bytes: numbe
 /** The row name of the floor of the Raft cold open: seglog's group log opened as a bare segmented log. */
 const SEGMENTS_FLOOR = 'segments';
 
+/**
+ * The run name of seglog's open of the larger log (issue 14: an 8 GiB log opens within 1.2× of the
+ * 1 GiB one). Its rows carry the id suffix `-8x`; it has a directory of its own, so that each open
+ * is that of a node holding one log only.
+ */
+const SEGLOG_8X = 'seglog-8x';
+
+/** How many times the 1× log the larger log is. */
+export const RAFT_OPEN_SCALE = 8;
+
+/** Bytes free to an unprivileged writer on the filesystem of `dir`. */
+async function freeBytes(dir: string): Promise<number> {
+  const s = await statfs(dir);
+  return s.bavail * s.bsize;
+}
+
 export async function raftOpenSection(cfg: StoresConfig, impls: Available<RaftNodeHandle>, progress?: Progress): Promise<SectionResult> {
   const dirs = new Map<string, string>();
   const measurements: Measurement[] = [];
+  const notes: string[] = [];
   const group = 'big';
   const entries = Math.floor(cfg.logBytes / 1024);
+  const bigBytes = RAFT_OPEN_SCALE * cfg.logBytes;
+  const bigEntries = Math.floor(bigBytes / 1024);
+  const seglog = impls.available.find((i) => i.name === 'seglog');
+  const buildMs = new Map<string, number>();
   try {
     for (const impl of impls.available) {
       const dir = path.join(cfg.root, `raftlog-${impl.name}`);
@@ -514,6 +535,7 @@ export async function raftOpenSection(cfg: StoresConfig, impls: Available<RaftNo
       await impl.close(node);
       progress?.advance((cfg.logBytes / MIB) * 8);
       dirs.set(impl.name, dir);
+      buildMs.set(impl.name, ms);
       measurements.push(
         measurement({
           id: `build-log/${impl.name}`,
@@ -525,34 +547,87 @@ export async function raftOpenSection(cfg: StoresConfig, impls: Available<RaftNo
         }),
       );
     }
-    // The floor: seglog's group log opened as a bare segmented log, in runs interleaved with the others.
+    // The larger log, seglog's only: the peers' builds run at 70–90 MiB/s, minutes each at 8 GiB,
+    // and the question is whether seglog's open grows with its log, not how the peers' do.
+    if (seglog !== undefined) {
+      // The whole 8× log is on disk at once beside the others: build it only if it fits with room to spare.
+      const free = await freeBytes(cfg.root);
+      const needed = Math.ceil(bigBytes * 1.25);
+      if (free < needed) {
+        notes.push(
+          `The ${formatBytes(bigBytes)} log is not measured: ${formatBytes(free)} free under the scratch directory, ` +
+            `${formatBytes(needed)} wanted (the log and a quarter for its framing and headroom).`,
+        );
+        progress?.advance((bigBytes / MIB) * 8 + cfg.childRuns * 500);
+      } else {
+        const dir = path.join(cfg.root, `raftlog-${SEGLOG_8X}`);
+        await rm(dir, { recursive: true, force: true });
+        await mkdir(dir, { recursive: true });
+        // Set before the build, so that the finally block removes a half-built log too.
+        dirs.set(SEGLOG_8X, dir);
+        progress?.label(`Raft log: building a ${formatBytes(bigBytes)} log in ${seglog.label}`);
+        const node = await seglog.open(dir);
+        const ms = await buildLog(node, group, bigBytes);
+        await seglog.close(node);
+        progress?.advance((bigBytes / MIB) * 8);
+        measurements.push(
+          measurement({
+            id: `build-log-${RAFT_OPEN_SCALE}x/seglog`,
+            label: `${seglog.label}: build the ${formatBytes(bigBytes)} log (${bigEntries.toLocaleString('en-US')} entries of 1 KiB, 1,024 per durable append)`,
+            unit: 'ms',
+            runs: [ms],
+            params: { bytes: bigBytes, implementation: 'seglog' },
+            notes: [`${(bigBytes / MIB / (ms / 1000)).toFixed(0)} MiB/s`],
+          }),
+        );
+        const peerBuilds = impls.available
+          .filter((i) => i.name !== 'seglog')
+          .map((i) => `${i.label} about ${(((buildMs.get(i.name) ?? 0) * RAFT_OPEN_SCALE) / 1000).toFixed(0)} s`);
+        notes.push(
+          `The ${formatBytes(bigBytes)} log is built and opened in seglog only` +
+            (peerBuilds.length > 0 ? ` (building it in the peers would take, at this run's rates for the ${formatBytes(cfg.logBytes)} log: ${peerBuilds.join(', ')})` : '') +
+            '; its opens run in the same rounds as the others.',
+        );
+      }
+    }
+    // The floor (seglog's group log opened as a bare segmented log) and seglog's larger log, in
+    // runs interleaved with the others.
     const floor = dirs.has('seglog') ? [SEGMENTS_FLOOR] : [];
+    const big = dirs.has(SEGLOG_8X) ? [SEGLOG_8X] : [];
     const results = await childRunsOf<RaftOpenResult>(
       cfg,
-      [...impls.available.map((i) => i.name), ...floor],
+      [...impls.available.map((i) => i.name), ...floor, ...big],
       (name, repeat) =>
         name === SEGMENTS_FLOOR
           ? { task: 'segments-open', dir: path.join(groupDirectory(dirs.get('seglog') as string, group), 'log'), repeat }
-          : { task: 'raft-open', impl: name as ImplName, dir: dirs.get(name) as string, group, repeat },
+          : name === SEGLOG_8X
+            ? { task: 'raft-open', impl: 'seglog', dir: dirs.get(SEGLOG_8X) as string, group, repeat }
+            : { task: 'raft-open', impl: name as ImplName, dir: dirs.get(name) as string, group, repeat },
       (name, r) => {
         progress?.label(`Raft log: cold open (${name}, run ${r + 1}/${cfg.childRuns})`);
         progress?.advance(500);
       },
     );
     for (const [name, runs] of results) {
-      const bad = runs.find((x) => x.entries !== entries);
-      if (bad !== undefined) throw new Error(`${name}: the reopened log holds ${bad.entries} of ${entries} entries`);
+      const want = name === SEGLOG_8X ? bigEntries : entries;
+      const bad = runs.find((x) => x.entries !== want);
+      if (bad !== undefined) throw new Error(`${name}: the reopened log holds ${bad.entries} of ${want} entries`);
     }
-    const rows = [...impls.available.map((i) => ({ name: i.name as string, label: i.label })), ...floor.map((name) => ({ name, label: 'seglog segmented log alone (the floor)' }))];
-    for (const impl of rows) {
-      const runs = results.get(impl.name) ?? [];
-      const params = { bytes: cfg.logBytes, implementation: impl.name };
-      const what = impl.name === SEGMENTS_FLOOR ? 'open the group\'s segmented log, first and last record' : 'open node and group, log state, first and last entry';
+    const rows = [
+      ...impls.available.map((i) => ({ name: i.name as string, label: i.label, suffix: '', bytes: cfg.logBytes, implementation: i.name as string })),
+      ...floor.map((name) => ({ name, label: 'seglog segmented log alone (the floor)', suffix: '', bytes: cfg.logBytes, implementation: name })),
+      ...big.map((name) => ({ name, label: seglog?.label ?? 'seglog', suffix: `-${RAFT_OPEN_SCALE}x`, bytes: bigBytes, implementation: 'seglog' })),
+    ];
+    for (const row of rows) {
+      const runs = results.get(row.name) ?? [];
+      const params = { bytes: row.bytes, implementation: row.implementation };
+      const what = row.name === SEGMENTS_FLOOR ? 'open the group\'s segmented log, first and last record' : 'open node and group, log state, first and last entry';
+      const size = row.suffix === '' ? '' : ` (the ${formatBytes(row.bytes)} log)`;
       measurements.push(
-        measurement({ id: `open-log/${impl.name}`, label: `${impl.label}: ${what}`, unit: 'ms', runs: runs.map((x) => x.openMs), params }),
+        measurement({ id: `open-log${row.suffix}/${row.implementation}`, label: `${row.label}: ${what}${size}`, unit: 'ms', runs: runs.map((x) => x.openMs), params }),
         measurement({
-          id: `rss-open-log/${impl.name}`,
-          label: `${impl.label}: resident memory growth of that open`,
+          id: `rss-open-log${row.suffix}/${row.implementation}`,
+          label: `${row.label}: resident memory growth of that open${size}`,
           unit: 'MiB',
           runs: runs.map((x) => bytesToMiB(x.rssAfterBytes - x.rssBeforeBytes)),
           params,
@@ -562,16 +637,20 @@ export async function raftOpenSection(cfg: StoresConfig, impls: Available<RaftNo
   } finally {
     for (const dir of dirs.values()) await rm(dir, { recursive: true, force: true });
   }
+  const sizes = seglog === undefined ? formatBytes(cfg.logBytes) : `${formatBytes(cfg.logBytes)} and ${formatBytes(bigBytes)}`;
   return measurementSection({
     id: 'raft-open',
-    title: `Cold open of a ${formatBytes(cfg.logBytes)} Raft log`,
+    title: `Cold open of Raft logs of ${sizes}`,
     description:
       `One group's log of ${formatBytes(cfg.logBytes)} (${entries.toLocaleString('en-US')} entries of 1 KiB) is built once per ` +
-      'implementation. Then, in a new Node process, the node and the group are opened, ' +
-      '`getLogState` answered, and the first and the last entry read. "Cold" means a new process with nothing of the ' +
+      `implementation, and for seglog a second one of ${formatBytes(bigBytes)} (${bigEntries.toLocaleString('en-US')} entries, ` +
+      `${RAFT_OPEN_SCALE}× as many) in a directory of its own: whether an open grows with the log. Then, in a new Node process, the node and the group are opened, ` +
+      '`getLogState` answered, and the first and the last entry read; the rows without a size are those of the ' +
+      `${formatBytes(cfg.logBytes)} log. The floor is seglog's ${formatBytes(cfg.logBytes)} group log opened as a bare ` +
+      'segmented log. The opens of every log run in the same rounds. "Cold" means a new process with nothing of the ' +
       'store in memory; the OS page cache stays warm (dropping it is not for a shared machine).',
     measurements,
-    notes: [processNote(cfg), ...missingNotes('Raft log', impls.missing)],
+    notes: [processNote(cfg), ...notes, ...missingNotes('Raft log', impls.missing)],
   });
 }
 
@@ -1007,10 +1086,77 @@ function realmScaleTargets(sections: readonly SectionResult[], judged: boolean, 
   return out;
 }
 
+/**
+ * Issue 14's scale targets for the Raft store: the cold open of the 1 GiB log (time and RSS), the
+ * 8× log's open as a ratio to the 1× log's (paired by round: both opens ran in the same round), and
+ * the node of 1,000 groups (open + first read of every group, descriptors, disk, RSS per group).
+ */
+function raftScaleTargets(sections: readonly SectionResult[], cfg: Pick<StoresConfig, 'logBytes'>, why: string | null): TargetCheck[] {
+  const missing = why ?? 'NOT MEASURED (the section did not run)';
+  const openJudged = cfg.logBytes >= 1024 * MIB;
+  const notJudged = `measured with a ${formatBytes(cfg.logBytes)} log, not 1 GiB: not judged`;
+  const open1 = measured(sections, 'raft-open', 'open-log/seglog');
+  const open8 = measured(sections, 'raft-open', `open-log-${RAFT_OPEN_SCALE}x/seglog`);
+  const rss1 = measured(sections, 'raft-open', 'rss-open-log/seglog');
+  const rss8 = measured(sections, 'raft-open', `rss-open-log-${RAFT_OPEN_SCALE}x/seglog`);
+  const growth = open1 !== undefined && open8 !== undefined && open1.runs.length === open8.runs.length ? summarize(pairedRatios(open8.runs, open1.runs)) : null;
+  const rssWorst = rss1 === undefined ? null : Math.max(rss1.summary.median, rss8?.summary.median ?? -Infinity);
+  const groupsMedian = (id: string): number | null => measured(sections, 'raft-groups', `${id}/seglog`)?.summary.median ?? null;
+  const groupTarget = (id: string, description: string, threshold: number, unit: string): TargetCheck => {
+    const v = groupsMedian(id);
+    return checkTarget({ id: `${id}-1000`, source: 'Raft store', description, comparator: '<=', threshold, unit, measured: v, note: v === null ? missing : 'median of the section\'s runs' });
+  };
+  return [
+    checkTarget(
+      {
+        id: 'raft-open-1gib',
+        source: 'Raft store',
+        description: 'Raft: cold open of a node whose one group holds a 1 GiB log (open node and group, log state, first and last entry; fresh process)',
+        comparator: '<=',
+        threshold: 20,
+        unit: 'ms',
+        measured: open1?.summary.median ?? null,
+        note: open1 === undefined ? missing : openJudged ? `median of ${open1.summary.n} runs (${open1.summary.min.toFixed(1)}–${open1.summary.max.toFixed(1)})` : notJudged,
+      },
+      openJudged,
+    ),
+    checkTarget(
+      {
+        id: `raft-open-${RAFT_OPEN_SCALE}x-vs-1x`,
+        source: 'Raft store',
+        description: `Raft: cold open with a ${RAFT_OPEN_SCALE}× larger log (8 GiB beside 1 GiB), as a ratio to the 1× log's open in the same round`,
+        comparator: '<=',
+        threshold: 1.2,
+        unit: '× the 1× open',
+        measured: growth?.median ?? null,
+        note: growth === null ? (open1 === undefined ? missing : `the ${RAFT_OPEN_SCALE}× log was not measured (see the raft-open section's notes)`) : openJudged ? `median of per-round ratios (${growth.min.toFixed(2)}–${growth.max.toFixed(2)})` : notJudged,
+      },
+      openJudged,
+    ),
+    checkTarget(
+      {
+        id: 'raft-open-rss',
+        source: 'Raft store',
+        description: 'Raft: resident memory growth of that cold open, the larger of the two logs\' medians',
+        comparator: '<=',
+        threshold: 4,
+        unit: 'MiB',
+        measured: rssWorst,
+        note: rss1 === undefined ? missing : openJudged ? `medians: 1× ${rss1.summary.median.toFixed(2)} MiB${rss8 === undefined ? '' : `, ${RAFT_OPEN_SCALE}× ${rss8.summary.median.toFixed(2)} MiB`}` : notJudged,
+      },
+      openJudged,
+    ),
+    groupTarget('raft-groups-open-read', 'Raft: a node of 1,000 groups, open + first read of every group (fresh process)', 300, 'ms'),
+    groupTarget('raft-groups-fds', 'Raft: descriptors open with those 1,000 groups open', 600, 'descriptors'),
+    groupTarget('raft-groups-disk-allocated', 'Raft: disk per group holding one entry (blocks allocated, directories included)', 16, 'KiB'),
+    groupTarget('raft-groups-rss', 'Raft: resident memory per idle open group', 8, 'KiB'),
+  ];
+}
+
 /** Every target of the host, Raft and payload stores, judged from this run (null, with the reason, where not measured). */
 export function collectStoreTargets(
   sections: readonly SectionResult[],
-  cfg: Pick<StoresConfig, 'realmScopes' | 'bigPayloadBytes' | 'snapshotBytes' | 'payloadBytes' | 'largePayloadBytes'>,
+  cfg: Pick<StoresConfig, 'realmScopes' | 'bigPayloadBytes' | 'snapshotBytes' | 'payloadBytes' | 'largePayloadBytes' | 'logBytes'>,
   why: { host: string | null; raft: string | null; payloads: string | null; peers: string | null; pg?: string | null },
 ): TargetCheck[] {
   const notMeasured = (w: string | null, fallback: string): string => w ?? fallback;
@@ -1087,6 +1233,7 @@ export function collectStoreTargets(
     ),
     ...realmScaleTargets(sections, cfg.realmScopes >= 10_000, why.host),
     ...[64, 256].map((groups) => raftGroupsVsLmdb(sections, groups, why)),
+    ...raftScaleTargets(sections, cfg, why.raft),
     vsPgbench(1),
     vsPgbench(200),
     checkTarget({
@@ -1308,7 +1455,8 @@ export function plannedStoresMs(cfg: StoresConfig, deps: StoresDeps): number {
   const sectionsMs = plans.reduce((t, p) => t + plannedMs(p), 0);
   const buildsMs =
     (run('host-open') ? deps.host.available.length * ((cfg.realmScopes + cfg.realmScopesLarge) * 0.2 + 2 * cfg.childRuns * 500) : 0) +
-    (run('raft-open') ? deps.raft.available.length * ((cfg.logBytes / MIB) * 8 + cfg.childRuns * 500) : 0);
+    (run('raft-open') ? deps.raft.available.length * ((cfg.logBytes / MIB) * 8 + cfg.childRuns * 500) : 0) +
+    (run('raft-open') && deps.seglog.raft.ok ? RAFT_OPEN_SCALE * (cfg.logBytes / MIB) * 8 + cfg.childRuns * 500 : 0);
   const payloadMs = run('payload-rss') && deps.seglog.payloads.ok ? cfg.childRuns * (cfg.bigPayloadBytes / MIB) * 8 : 0;
   const snapshotMs = run('raft-snapshot-rss') && deps.seglog.raft.ok ? snapshotPlannedMs(cfg) : 0;
   const groupsMs = run('raft-groups') && deps.seglog.raft.ok ? raftGroupsPlannedMs(cfg) : 0;
