@@ -226,7 +226,7 @@ export async function recoverTail(r: RecoveryRooms, seg: Segment): Promise<void>
     s.stats.recoveryScanBytes = result.endOffset - start;
     assert(seg.tableEnd <= size && (seg.count === 0 || seg.frameStart(0) === HEADER_BYTES), 'the recovered frames run from the header to the valid end');
     assert(idx === null || seg.tableEnd >= idx.endOffset, 'recovery never cuts below the durable floor');
-    const cut = await cutTornTail(handle, seg, result.endOffset, size);
+    const cut = await cutTornTail(handle, seg, result.endOffset, size, result.restIsZero);
     // The valid prefix may be in the page cache only (the last process was killed before its
     // sync). The next roll would seal it, so it is made durable now, with the cut — unless the
     // owner knows the file is durable and nothing was cut (LogConfig.knownDurable).
@@ -250,9 +250,8 @@ export async function recoverTail(r: RecoveryRooms, seg: Segment): Promise<void>
  * at the header). CORRUPT when a valid index lists what the file no longer holds.
  */
 async function durableFloor(r: RecoveryRooms, handle: FileHandle, seg: Segment, size: number): Promise<IndexTable | null> {
-  const idx = await r.files.readIndexFile(seg, size);
   // An index longer than the file could need is not read whole; its header and CRC still tell.
-  const claim = idx ?? (await r.files.readIndexClaim(seg, size));
+  const { table: idx, claim } = await r.files.readIndexOrClaim(seg, size);
   if (claim === null || claim.count === 0) return idx;
   const last = seg.base + claim.count - 1;
   if (claim.endOffset > size) {
@@ -283,11 +282,12 @@ function firstFrameEndingPast(idx: IndexTable, size: number): number {
 /**
  * Whatever follows the valid prefix is a torn tail: never acknowledged. Zeros (preallocated
  * space) are harmless and kept; anything else is cut before any new append, so that stale frames
- * can never line up behind a new one. Answers whether it cut.
+ * can never line up behind a new one. `restIsZero` is the scan's answer for the tail when its last
+ * window held it (null: read it here). Answers whether it cut.
  */
-async function cutTornTail(handle: FileHandle, seg: Segment, validEnd: number, size: number): Promise<boolean> {
+async function cutTornTail(handle: FileHandle, seg: Segment, validEnd: number, size: number, restIsZero: boolean | null): Promise<boolean> {
   if (size <= validEnd) return false;
-  const zero = size - validEnd <= MAX_ZERO_CHECK && (await isZeroRange(handle, validEnd, size));
+  const zero = size - validEnd <= MAX_ZERO_CHECK && (restIsZero ?? (await isZeroRange(handle, validEnd, size)));
   if (zero) return false;
   try {
     await handle.truncate(validEnd);

@@ -18,6 +18,12 @@ export interface ScanResult {
   endOffset: number;
   /** Why the scan stopped: 'limit' (read `maxCount` frames), 'end' (file ends exactly there) or a failed check. */
   stop: 'limit' | 'end' | Exclude<FrameCheck, 'ok'>;
+  /**
+   * Whether [endOffset, fileSize) is all zeros, when the scan's last read window held the whole
+   * of it (true or false); null when it did not (the caller reads it if it needs to know). Lets
+   * recovery judge a preallocated tail without reading it a second time.
+   */
+  restIsZero: boolean | null;
 }
 
 /**
@@ -41,6 +47,21 @@ export async function scanFrames(
   let index = startIndex;
   let count = 0;
 
+  const done = (stop: ScanResult['stop']): ScanResult => {
+    let restIsZero: boolean | null = null;
+    if (pos === fileSize) restIsZero = true;
+    else if (winStart <= pos && winStart + winLen === fileSize) {
+      restIsZero = true;
+      for (let k = pos - winStart; k < winLen; k++) {
+        if (window[k] !== 0) {
+          restIsZero = false;
+          break;
+        }
+      }
+    }
+    return { count, endOffset: pos, stop, restIsZero };
+  };
+
   const load = async (at: number, need: number): Promise<void> => {
     if (window.length < need) window = new Uint8Array(need);
     winStart = at;
@@ -49,24 +70,24 @@ export async function scanFrames(
   };
 
   while (count < maxCount) {
-    if (pos === fileSize) return { count, endOffset: pos, stop: 'end' };
-    if (fileSize - pos < FRAME_HEADER_BYTES) return { count, endOffset: pos, stop: 'short' };
+    if (pos === fileSize) return done('end');
+    if (fileSize - pos < FRAME_HEADER_BYTES) return done('short');
     if (pos + FRAME_HEADER_BYTES > winStart + winLen) await load(pos, FRAME_HEADER_BYTES);
     let at = pos - winStart;
     const len = frameLength(window, at);
-    if (len > maxRecordBytes) return { count, endOffset: pos, stop: 'length' };
+    if (len > maxRecordBytes) return done('length');
     const frameBytes = FRAME_HEADER_BYTES + len;
-    if (frameBytes > fileSize - pos) return { count, endOffset: pos, stop: 'short' };
+    if (frameBytes > fileSize - pos) return done('short');
     if (pos + frameBytes > winStart + winLen) {
       await load(pos, frameBytes);
       at = 0;
     }
     const check = checkFrame(window.subarray(0, winLen), at, index, salt, maxRecordBytes);
-    if (check !== 'ok') return { count, endOffset: pos, stop: check };
+    if (check !== 'ok') return done(check);
     onFrame(pos);
     pos += frameBytes;
     index++;
     count++;
   }
-  return { count, endOffset: pos, stop: 'limit' };
+  return done('limit');
 }

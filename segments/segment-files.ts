@@ -120,25 +120,26 @@ export class SegmentFiles {
 
   /** Reads and decodes `<segment>.idx`; null when absent or invalid (the caller rebuilds). */
   readIndexFile(seg: Segment, segmentSize: number): Promise<IndexTable | null> {
-    return this.#withIndex(seg, async (h, size) => {
-      // A frame takes at least 16 bytes, so an index can never need more than this: a larger file
-      // is not trusted to size an allocation.
-      if (size > indexBound(segmentSize) || size < INDEX_HEADER_BYTES) return null;
-      const b = new Uint8Array(size);
-      const n = await h.read(b, 0);
-      return decodeIndex(b.subarray(0, n), seg.base, seg.id);
-    });
+    // A frame takes at least 16 bytes, so an index can never need more than this: a larger file
+    // is not trusted to size an allocation.
+    return this.#withIndex(seg, (h, size) => (size > indexBound(segmentSize) ? Promise.resolve(null) : readTable(h, size, seg)));
   }
 
   /**
-   * What `<segment>.idx` claims when it is longer than a segment of `segmentSize` bytes could need
-   * (which `readIndexFile` does not trust to size an allocation): its header, and its CRC checked
-   * over the table in windows of 1 MiB. Null when the file is absent, within that bound (then
-   * `readIndexFile` has judged it), or not a valid index of `seg`. A valid claim past the end of
-   * the segment file says the file lost frames that were durable.
+   * `<segment>.idx` at open, through one open of the file: `table` as `readIndexFile` answers it;
+   * `claim`, the table itself when there is one, else what an index longer than a segment of
+   * `segmentSize` bytes could need (which is not trusted to size an allocation) claims — its
+   * header, and its CRC checked over the table in windows of 1 MiB — or null when it is not a
+   * valid index of `seg`. Both null when the file is absent. A valid claim past the end of the
+   * segment file says the file lost frames that were durable.
    */
-  readIndexClaim(seg: Segment, segmentSize: number): Promise<IndexClaim | null> {
-    return this.#withIndex(seg, (h, size) => (size <= indexBound(segmentSize) ? Promise.resolve(null) : indexClaimOf(h, size, seg.base, seg.id)));
+  async readIndexOrClaim(seg: Segment, segmentSize: number): Promise<{ table: IndexTable | null; claim: IndexClaim | null }> {
+    const got = await this.#withIndex<{ table: IndexTable | null; claim: IndexClaim | null }>(seg, async (h, size) => {
+      if (size > indexBound(segmentSize)) return { table: null, claim: await indexClaimOf(h, size, seg.base, seg.id) };
+      const table = await readTable(h, size, seg);
+      return { table, claim: table };
+    });
+    return got ?? { table: null, claim: null };
   }
 
   /** Runs `read` on `<segment>.idx` opened for reading, with its size; null when it is absent. */
@@ -206,6 +207,14 @@ export class SegmentFiles {
 }
 
 /** True when bytes [from, to) of `h` are all zeros (or the file ends before `to`). */
+/** The table of the index file open in `h` (`size` bytes, within the bound); null unless valid for `seg`. */
+async function readTable(h: FileHandle, size: number, seg: Segment): Promise<IndexTable | null> {
+  if (size < INDEX_HEADER_BYTES) return null;
+  const b = new Uint8Array(size);
+  const n = await h.read(b, 0);
+  return decodeIndex(b.subarray(0, n), seg.base, seg.id);
+}
+
 export async function isZeroRange(h: FileHandle, from: number, to: number): Promise<boolean> {
   const buf = Buffer.alloc(Math.min(1 << 20, to - from));
   for (let at = from; at < to; at += buf.length) {

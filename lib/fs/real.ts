@@ -32,6 +32,9 @@ const lockNative = require('fs-native-extensions') as {
 /** Reads and writes up to this size are synchronous (see the header). */
 export const SMALL_IO_BYTES = 16 * 1024;
 
+/** The most bytes Linux moves in one read(2) (MAX_RW_COUNT): a longer request reads short before the end. */
+const MAX_ONE_READ = 0x7ffff000;
+
 const { O_RDONLY, O_RDWR, O_CREAT, O_EXCL, O_DIRECTORY } = fs.constants;
 
 const FLAGS: Record<OpenMode, number> = {
@@ -100,9 +103,13 @@ class RealFileHandle implements FileHandle {
         const fd = this.#live;
         let done = 0;
         while (done < into.length) {
-          const n = fs.readSync(fd, into, done, into.length - done, position + done);
-          if (n === 0) break;
+          const want = into.length - done;
+          const n = fs.readSync(fd, into, done, want, position + done);
           done += n;
+          // A regular file reads short only at its end (or past Linux's cap on one call): a
+          // second call to learn that it is the end would be one system call of every small read
+          // of a whole file (a cell's, a manifest's) in vain.
+          if (n === 0 || (n < want && want <= MAX_ONE_READ)) break;
         }
         return Promise.resolve(done);
       } catch (err) {
@@ -115,9 +122,10 @@ class RealFileHandle implements FileHandle {
   async #readAll(into: Uint8Array, position: number): Promise<number> {
     let done = 0;
     while (done < into.length) {
-      const n = await call<number>((cb) => fs.read(this.#live, into, done, into.length - done, position + done, cb));
-      if (n === 0) break;
+      const want = into.length - done;
+      const n = await call<number>((cb) => fs.read(this.#live, into, done, want, position + done, cb));
       done += n;
+      if (n === 0 || (n < want && want <= MAX_ONE_READ)) break;
     }
     return done;
   }
