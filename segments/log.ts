@@ -99,6 +99,7 @@ class Log implements SegmentedLog {
     const s = (this.#s = new LogState(dir, config, cell, this));
     this.#lock = lock;
     this.#queue = new OpQueue(s);
+    this.#queue.held = () => this.#holdsWrites();
     this.#files = new SegmentFiles(s);
     this.#tables = new TableCache(s, this.#files);
     this.#spares = new Spares(s, this.#files);
@@ -137,6 +138,7 @@ class Log implements SegmentedLog {
   setWriteBehind(bytes: number): void {
     assert(isIndex(bytes), 'write-behind is a byte count');
     this.#writeBehind = bytes;
+    this.#queue.changed();
     if (bytes === 0 || this.#queue.queuedAppendBytes >= bytes) this.#kick();
   }
 
@@ -374,6 +376,7 @@ class Log implements SegmentedLog {
     let failure: unknown = null;
     // Held appends (setWriteBehind) are written and synced like every other.
     this.#writeBehind = 0;
+    this.#queue.changed();
     if (this.#queue.length > 0) this.#kick();
     while (s.pump !== null) await s.pump;
     this.#syncer.stopTimer();

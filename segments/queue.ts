@@ -7,7 +7,10 @@
 // poisoned) and `rejectOps`. Guarantees: operations leave the queue only from its head, in the
 // order they were admitted (the writer takes a group of appends, or one structural change), so
 // that they take effect in call order; the thread's record of queued writers
-// (lib/fs/inline-sync.ts) follows every change of the queue.
+// (lib/fs/inline-sync.ts) follows every change of the queue, and of whether the log holds its
+// queue back (write-behind: work that waits for bytes or a checkpoint, not for the event loop, is
+// not queued work there — else one idle journaled group would send every lone writer of the
+// thread to the pool).
 
 import { assert } from '../lib/assert.js';
 import type { Deferred } from '../lib/deferred.js';
@@ -45,6 +48,8 @@ export class OpQueue {
   /** Frame bytes of the queued appends, and the queued operations that are not appends (`holdsWrites`, log.ts). */
   queuedAppendBytes = 0;
   queuedOthers = 0;
+  /** Whether the log holds the queued operations back (its write-behind); set once by the log. */
+  held: () => boolean = () => false;
 
   constructor(s: LogState) {
     this.#s = s;
@@ -60,7 +65,7 @@ export class OpQueue {
       this.queuedAppendBytes += op.frameBytes;
     } else this.queuedOthers++;
     this.ops.push(op);
-    setQueued(this.#s.owner, true);
+    this.changed();
   }
 
   /** Takes the head operation (a structural change). */
@@ -81,9 +86,12 @@ export class OpQueue {
     this.changed();
   }
 
-  /** Tells the thread's sync policies whether this log has work queued (after the queue shrank). */
+  /**
+   * Tells the thread's sync policies whether this log has work queued that waits for the event
+   * loop (after the queue or the log's holding changed).
+   */
   changed(): void {
-    setQueued(this.#s.owner, this.ops.length > 0);
+    setQueued(this.#s.owner, this.ops.length > 0 && !this.held());
   }
 
   /** Written appends: their records are now served from the file. */

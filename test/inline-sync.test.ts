@@ -266,6 +266,29 @@ test('segmented logs: a lone appender syncs inline after its first sync; appende
   assert.ok(log.filter((w) => w === 'pool').length >= log.length / 2, `logs side by side sync on the pool: ${log.join(',')}`);
 });
 
+test('segmented logs: appends a log holds back (write-behind) are not queued work: a lone appender of another log still syncs inline', async () => {
+  const machine = new MemoryFs({ trace: false });
+  const log: SyncWhere[] = [];
+  const fs = recordingFs(machine, log, '.seg');
+  const held = await openSegmentedLog('/logs/held', { fs, inlineSyncBelowMs: ANY_DURATION });
+  const lone = await openSegmentedLog('/logs/lone', { fs, inlineSyncBelowMs: ANY_DURATION });
+  (held as unknown as { setWriteBehind(bytes: number): void }).setWriteBehind(1 << 20);
+  // Staged, not awaited: held back until a megabyte of frames waits, or a sync or the close.
+  const staged = held.stage([new Uint8Array(100)]);
+  assert.equal(othersBusy({}), false, 'a held queue waits for no turn of the event loop');
+  log.length = 0;
+  for (let i = 0; i < 6; i++) await lone.append([new Uint8Array([i])]);
+  assert.deepEqual(log.slice(1), Array(5).fill('inline'), `the lone appender's syncs: ${log.join(',')}`);
+  // Released (the threshold lifted): queued work again until it is written.
+  (held as unknown as { setWriteBehind(bytes: number): void }).setWriteBehind(0);
+  assert.equal(othersBusy({}), true, 'released appends wait for the writer');
+  await held.sync();
+  await staged.durable;
+  assert.equal(othersBusy({}), false);
+  await held.close();
+  await lone.close();
+});
+
 test('segmented logs: a lone group of up to 4 MiB is written inline after the first; groups with a call queued behind them, and larger ones, on the pool', async () => {
   const machine = new MemoryFs({ trace: false });
   const syncs: SyncWhere[] = [];
