@@ -27,9 +27,14 @@ export class RecordPool {
     this.#maxIdleBytes = maxIdleBytes;
   }
 
-  /** A record buffer of exactly `length` bytes (contents unspecified). */
+  /**
+   * A record buffer of exactly `length` bytes (contents unspecified: the caller writes every
+   * byte). A small one is a slice of Node's shared allocation slab (`Buffer.allocUnsafe`), not an
+   * ArrayBuffer of its own: at 256 groups appending at once, a fresh backing store per record
+   * (allocated, tracked and freed by the collector) was a fifth of the main thread's time.
+   */
   acquire(length: number): Uint8Array {
-    if (length < this.#minBytes) return new Uint8Array(length);
+    if (length < this.#minBytes) return Buffer.allocUnsafe(length);
     const size = Math.ceil(length / CLASS_STEP) * CLASS_STEP;
     const list = this.#free.get(size);
     const buf = list?.pop();
