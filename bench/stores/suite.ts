@@ -1124,7 +1124,7 @@ function raftScaleTargets(sections: readonly SectionResult[], cfg: Pick<StoresCo
       {
         id: `raft-open-${RAFT_OPEN_SCALE}x-vs-1x`,
         source: 'Raft store',
-        description: `Raft: cold open with a ${RAFT_OPEN_SCALE}× larger log (8 GiB beside 1 GiB), as a ratio to the 1× log's open in the same round`,
+        description: `Raft: cold open with a log ${RAFT_OPEN_SCALE}× larger (8 GiB beside 1 GiB), as a ratio to the 1× log's open in the same round`,
         comparator: '<=',
         threshold: 1.2,
         unit: '× the 1× open',
