@@ -102,9 +102,9 @@ function groupFiles<P extends StateMachinePlugin<unknown>>(s: NodeSettings<P>, t
 /**
  * Creates and writes every file of `files`, then syncs all of them and every directory of `dirs`
  * at once. Nothing names these files yet, so the order in which they become durable does not
- * matter, only that all are when this resolves; made one after another, the seventeen syncs of a
- * creation were its whole cost (about 8 ms a group here), made together the file system commits
- * them together. Every handle is closed before it answers, after a failure too.
+ * matter, only that all are when this resolves; made one after another, the syncs of a creation
+ * (each file's, each directory's, each new log's own) were its whole cost (about 8 ms a group
+ * here); made together, the file system commits them together. Every handle is closed before it answers, after a failure too.
  */
 async function writeAllDurably(fs: FileSystem, files: readonly { file: string; bytes: Uint8Array }[], dirs: readonly string[]): Promise<void> {
   const handles: FileHandle[] = [];
