@@ -499,7 +499,7 @@ export async function buildLog(node: RaftNodeHandle, group: string, bytes: numbe
 const SEGMENTS_FLOOR = 'segments';
 
 /**
- * The run name of seglog's open of the larger log (issue 14: an 8 GiB log opens within 1.2× of the
+ * The run name of seglog's open of the larger log (the target: an 8 GiB log opens within 1.2× of the
  * 1 GiB one). Its rows carry the id suffix `-8x`; it has a directory of its own, so that each open
  * is that of a node holding one log only.
  */
@@ -1087,7 +1087,7 @@ function realmScaleTargets(sections: readonly SectionResult[], judged: boolean, 
 }
 
 /**
- * Issue 14's scale targets for the Raft store: the cold open of the 1 GiB log (time and RSS), the
+ * The scale targets of the Raft store: the cold open of the 1 GiB log (time and RSS), the
  * 8× log's open as a ratio to the 1× log's (paired by round: both opens ran in the same round), and
  * the node of 1,000 groups (open + first read of every group, descriptors, disk, RSS per group).
  */
