@@ -25,52 +25,13 @@ import * as os from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { openRaftNode } from '../lib/raft/node.js';
-import { compareLogId, compareVote, type Entry } from '../lib/raft/types.js';
 import { snapshotBuild } from './support/snapshot-build.js';
 import { runKillCampaign, type KillTarget, type LedgerEntry } from './support/kill-harness.js';
-import {
-  RAFT_KILL_GROUP,
-  RAFT_KILL_OPTIONS,
-  applyCall,
-  canonical,
-  entriesOfBurst,
-  fingerprint,
-  observeGroup,
-  showObserved,
-  type RaftCall,
-  type RaftObserved,
-} from './support/kill-writer-raft.js';
+import { checkGroup, issuedCalls } from './support/kill-check-raft.js';
+import { RAFT_KILL_GROUP, RAFT_KILL_OPTIONS, canonical, fingerprint, observeGroup, showObserved, type RaftObserved } from './support/kill-writer-raft.js';
 
 const KILLS = Number(process.env['SEGLOG_RAFT_KILLS'] ?? 100);
 const SEED = Number(process.env['SEGLOG_RAFT_KILL_SEED'] ?? 1);
-
-interface Issued {
-  seq: number;
-  c: number;
-  call: RaftCall;
-  entries: Entry[];
-  acked: boolean;
-}
-
-function parseLedger(ledger: readonly LedgerEntry[], life: number): Issued[] {
-  const issued: Issued[] = [];
-  const bySeq = new Map<number, Issued[]>();
-  for (const e of ledger) {
-    if (e.t === 'begin') {
-      const seq = e['seq'] as number;
-      const calls = e['calls'] as RaftCall[];
-      const entries = entriesOfBurst(life, seq, calls);
-      const burst = calls.map((call, c) => ({ seq, c, call, entries: entries[c]!, acked: false }));
-      bySeq.set(seq, burst);
-      issued.push(...burst);
-    } else if (e.t === 'ack') {
-      const call = bySeq.get(e['seq'] as number)?.[e['c'] as number];
-      assert.ok(call !== undefined, `an ack of ${JSON.stringify(e)} that follows no begin of it`);
-      call.acked = true;
-    }
-  }
-  return issued;
-}
 
 /** What the last check of each lane's directory found. */
 const lastSeen = new Map<string, RaftObserved>();
@@ -83,20 +44,6 @@ async function observe(dir: string): Promise<RaftObserved> {
   } finally {
     await node.close();
   }
-}
-
-/** Why `got` is not allowed, in the terms of the contract (for the failure message). */
-function diagnose(got: RaftObserved, floor: RaftObserved, issued: readonly Issued[]): string {
-  const notes: string[] = [];
-  if (floor.vote !== null && (got.vote === null || compareVote(got.vote, floor.vote) < 0)) notes.push(`the vote went back: ${JSON.stringify(got.vote)} < acknowledged ${JSON.stringify(floor.vote)}`);
-  if (floor.purged !== null && (got.purged === null || got.purged.index < floor.purged.index)) notes.push(`the purged id went back: ${JSON.stringify(got.purged)} < acknowledged ${JSON.stringify(floor.purged)}`);
-  if (floor.committed !== null && compareLogId(got.committed, floor.committed) < 0) notes.push(`the committed id went back: ${JSON.stringify(got.committed)} < acknowledged ${JSON.stringify(floor.committed)}`);
-  const missing = floor.entries.filter((e, i) => floor.first + i > (got.purged?.index ?? -1) && !got.entries.includes(e));
-  if (missing.length > 0) notes.push(`${missing.length} acknowledged entries missing, the first ${missing[0]}`);
-  const known = new Set(issued.flatMap((x) => x.entries.map((e) => e.logId.index)));
-  const strange = got.entries.filter((e, i) => !floor.entries.includes(e) && !known.has(got.first + i));
-  if (strange.length > 0) notes.push(`${strange.length} entries never issued, the first ${strange[0]}`);
-  return notes.length === 0 ? 'a state no prefix of the calls leaves' : notes.join('; ');
 }
 
 const target: KillTarget<RaftObserved> = {
@@ -115,55 +62,21 @@ const target: KillTarget<RaftObserved> = {
 };
 
 async function checkLife(dir: string, model: RaftObserved, ledger: readonly LedgerEntry[], life: number): Promise<RaftObserved> {
-  {
-    const open = ledger.find((e) => e.t === 'open');
-    if (open !== undefined) assert.equal(open['state'], fingerprint(model), `the writer found ${String(open['shows'])}, the last check left ${showObserved(model)}`);
-    const issued = parseLedger(ledger, life);
-    // The states a prefix of the calls leaves; at least through the last acknowledged call.
-    const states: RaftObserved[] = [model];
-    for (const x of issued) states.push(applyCall(states[states.length - 1]!, x.call, x.entries));
-    let floor = 0;
-    issued.forEach((x, k) => {
-      // A payload collection is not a write of the group: its promise is not ordered with the
-      // group's calls (it may resolve before an earlier append's flush), so its acknowledgement
-      // says nothing of them.
-      if (x.acked && x.call.op !== 'gc') floor = k + 1;
-      stats.counts[x.call.op] = (stats.counts[x.call.op] ?? 0) + 1;
-    });
-    stats.acks += issued.filter((x) => x.acked).length;
-    stats.calls += issued.length;
-    if (issued.some((x, k) => k >= floor && x.call.op === 'append')) stats.appendsInFlight++;
-    const got = await observe(dir);
-    const want = canonical(got);
-    let at = -1;
-    let partial = false;
-    for (let k = floor; k < states.length && at < 0; k++) {
-      if (canonical(states[k]!) === want) at = k;
-      const next = issued[k];
-      if (at < 0 && next !== undefined && next.call.op === 'append') {
-        // The append in flight: a prefix of its entries may have landed.
-        for (let n = 1; n < next.entries.length && at < 0; n++) {
-          if (canonical(applyCall(states[k]!, next.call, next.entries.slice(0, n))) === want) {
-            at = k;
-            partial = true;
-          }
-        }
-      }
-    }
-    if (at < 0) {
-      throw new Error(
-        `life ${life}: reopened ${showObserved(got)}: ${diagnose(got, states[floor]!, issued)}\n` +
-          `  acknowledged through call ${floor} of ${issued.length}: ${showObserved(states[floor]!)}\n` +
-          `  all issued: ${showObserved(states[states.length - 1]!)}`,
-      );
-    }
-    if (partial) stats.partialAppends++;
-    if (at < states.length - 1) stats.behindLast++;
-    // The next open (the next life's writer, whose open line must match, or this test at the end)
-    // is the second open, which must show the same.
-    lastSeen.set(dir, got);
-    return got;
-  }
+  const open = ledger.find((e) => e.t === 'open');
+  if (open !== undefined) assert.equal(open['state'], fingerprint(model), `the writer found ${String(open['shows'])}, the last check left ${showObserved(model)}`);
+  const issued = issuedCalls(ledger, life, RAFT_KILL_GROUP);
+  for (const x of issued) stats.counts[x.call.op] = (stats.counts[x.call.op] ?? 0) + 1;
+  stats.calls += issued.length;
+  const got = await observe(dir);
+  const r = checkGroup(RAFT_KILL_GROUP, life, model, issued, got);
+  stats.acks += r.acks;
+  if (r.appendInFlight) stats.appendsInFlight++;
+  if (r.partialAppend) stats.partialAppends++;
+  if (r.behindLast) stats.behindLast++;
+  // The next open (the next life's writer, whose open line must match, or this test at the end)
+  // is the second open, which must show the same.
+  lastSeen.set(dir, got);
+  return got;
 }
 
 test(`raft store: ${KILLS} SIGKILLs of writers with bursts of appends, votes, commits, truncates and purges in flight`, { timeout: 300_000 }, async (t) => {

@@ -22,7 +22,7 @@ import { createHash } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
 import { randomInt } from '../../lib/crash/determinism.js';
 import { encodeKvCommand } from '../../lib/raft/kv.js';
-import { openRaftNode, type RaftGroup } from '../../lib/raft/node.js';
+import { openRaftNode, type RaftGroup, type RaftNode } from '../../lib/raft/node.js';
 import type { Entry, LogId, Vote } from '../../lib/raft/types.js';
 import { ledger, runWriter, writerArgs } from './kill-child.js';
 import { killRecord } from './kill-records.js';
@@ -151,97 +151,123 @@ export function fingerprint(m: RaftObserved): string {
 // ---------------------------------------------------------------------------------------------
 // The writer
 
+/** A writer's running term: the term it leads in, above every term it found (terms only grow). */
+export interface Leading {
+  term: number;
+}
+
+/** The term to lead in after opening a group that shows `m`. */
+export function leadingTerm(m: RaftObserved): Leading {
+  return { term: Math.max(m.vote?.leaderId.term ?? 0, ...m.entries.map((e) => Number(e.split('.')[0]))) + 1 };
+}
+
+/**
+ * Plans burst `seq` of life `life` on a group that shows `m` (the state every earlier call
+ * leaves): its calls, and the state they leave. `gc`: whether the burst may collect payloads.
+ */
+export function planBurst(random: () => number, life: number, seq: number, m: RaftObserved, lead: Leading, first: boolean, gc: boolean): { calls: RaftCall[]; plan: RaftObserved } {
+  const calls: RaftCall[] = [];
+  let plan = m;
+  let j = 0;
+  const add = (c: RaftCall): void => {
+    calls.push(c);
+    const es = c.op === 'append' ? c.e.map((spec, k) => raftEntry(life, seq, j + k, c.term, c.first + k, spec)) : [];
+    j += es.length;
+    plan = applyCall(plan, c, es);
+  };
+  const lastIndex = (s: RaftObserved): number => nextIndex(s) - 1;
+  const termAt = (s: RaftObserved, index: number): number => Number(s.entries[index - s.first]?.split('.')[0] ?? lead.term);
+  const committedIndex = (): number => plan.committed?.index ?? -1;
+  if (first || random() < 0.06) {
+    // A new term (this node elected in it), sometimes first voted and then committed.
+    if (!first) lead.term++;
+    if (random() < 0.3) add({ op: 'vote', term: lead.term, node: NODE_ID, committed: false });
+    add({ op: 'vote', term: lead.term, node: NODE_ID, committed: true });
+  }
+  // Keep the log to a few thousand entries: purge up to the committed id.
+  const size = plan.entries.length;
+  if (size > 1500 && committedIndex() > (plan.purged?.index ?? -1) && committedIndex() >= plan.first) {
+    add({ op: 'purge', term: termAt(plan, committedIndex()), index: committedIndex() });
+  }
+  const floor = Math.max(committedIndex(), plan.purged?.index ?? -1) + 1;
+  if (random() < 0.08 && lastIndex(plan) >= floor) {
+    add({ op: 'truncate', index: randomInt(random, floor, lastIndex(plan) + 1) });
+  }
+  if (random() < 0.02) {
+    // As a snapshot install does: purge past the end; the log continues after it.
+    add({ op: 'purge', term: lead.term, index: lastIndex(plan) + randomInt(random, 1, 5) });
+  } else if (random() < 0.06 && committedIndex() > (plan.purged?.index ?? -1) && committedIndex() >= plan.first) {
+    add({ op: 'purge', term: termAt(plan, committedIndex()), index: committedIndex() });
+  }
+  const appends = randomInt(random, 1, 4);
+  for (let a = 0; a < appends; a++) {
+    const e: [number, 0 | 1][] = Array.from({ length: randomInt(random, 1, 3) }, () => {
+      const x = random();
+      if (x < 0.05) return [-1, 0];
+      const len = x < 0.1 ? randomInt(random, 6000, 12_000) : randomInt(random, 0, 1500);
+      return [len, random() < 0.1 ? 1 : 0];
+    });
+    add({ op: 'append', first: nextIndex(plan), term: lead.term, e });
+    if (random() < 0.25) add({ op: 'committed', term: lead.term, index: randomInt(random, Math.max(plan.first, committedIndex() + 1, nextIndex(plan) - e.length), lastIndex(plan)) });
+  }
+  if (gc && random() < 0.05) add({ op: 'gc' });
+  return { calls, plan };
+}
+
+/**
+ * Puts the payloads burst `seq`'s entries name (durably, before any append is issued: the
+ * ordering rule), then issues every call of the burst at once on group `g` and waits for all;
+ * `ack(c)` runs as call c is acknowledged (an append: its onFlushed(null); the others: the
+ * promise resolved).
+ */
+export async function runBurst(node: RaftNode, g: RaftGroup, life: number, seq: number, calls: readonly RaftCall[], term: number, begin: () => void, ack: (c: number) => void): Promise<void> {
+  const entries = entriesOfBurst(life, seq, calls);
+  let k = 0;
+  for (const call of calls) {
+    if (call.op !== 'append') continue;
+    for (const [x, spec] of call.e.entries()) {
+      if (spec[1] === 1) await node.payloads.put((async function* (bytes: Buffer) { yield bytes; })(namedPayload(life, seq, k + x)));
+    }
+    k += call.e.length;
+  }
+  begin();
+  const done = calls.map((call, c): Promise<void> => {
+    switch (call.op) {
+      case 'append':
+        return new Promise<void>((resolve, reject) => {
+          g.log
+            .append(entries[c]!, (err) => {
+              if (err !== null) return reject(err);
+              ack(c);
+              resolve();
+            })
+            .catch(reject);
+        });
+      case 'vote':
+        return g.log.saveVote({ leaderId: { term: call.term, nodeId: call.node }, committed: call.committed }).then(() => ack(c));
+      case 'committed':
+        return g.log.saveCommitted(logId(call.term, call.index)).then(() => ack(c));
+      case 'truncate':
+        return g.log.truncate(logId(term, call.index)).then(() => ack(c));
+      case 'purge':
+        return g.log.purge(logId(call.term, call.index)).then(() => ack(c));
+      case 'gc':
+        return node.payloads.collectGarbage().then(() => ack(c));
+    }
+  });
+  await Promise.all(done);
+}
+
 async function main(): Promise<void> {
   const { dir, life, random } = writerArgs();
   const node = await openRaftNode(dir, RAFT_KILL_OPTIONS);
   const g = await node.openGroup(RAFT_KILL_GROUP);
   let m = await observeGroup(g);
   ledger({ t: 'open', state: fingerprint(m), shows: showObserved(m) });
-  // The term this writer leads in: above every term it found (terms only grow).
-  let term = Math.max(m.vote?.leaderId.term ?? 0, ...m.entries.map((e) => Number(e.split('.')[0]))) + 1;
-  const lastIndex = (s: RaftObserved): number => nextIndex(s) - 1;
-  const termAt = (s: RaftObserved, index: number): number => Number(s.entries[index - s.first]?.split('.')[0] ?? term);
+  const lead = leadingTerm(m);
   for (let seq = 1; ; seq++) {
-    const calls: RaftCall[] = [];
-    let plan = m;
-    let j = 0;
-    const add = (c: RaftCall): void => {
-      calls.push(c);
-      const es = c.op === 'append' ? c.e.map((spec, k) => raftEntry(life, seq, j + k, c.term, c.first + k, spec)) : [];
-      j += es.length;
-      plan = applyCall(plan, c, es);
-    };
-    const committedIndex = (): number => plan.committed?.index ?? -1;
-    if (seq === 1 || random() < 0.06) {
-      // A new term (this node elected in it), sometimes first voted and then committed.
-      if (seq > 1) term++;
-      if (random() < 0.3) add({ op: 'vote', term, node: NODE_ID, committed: false });
-      add({ op: 'vote', term, node: NODE_ID, committed: true });
-    }
-    // Keep the log to a few thousand entries: purge up to the committed id.
-    const size = plan.entries.length;
-    if (size > 1500 && committedIndex() > (plan.purged?.index ?? -1) && committedIndex() >= plan.first) {
-      add({ op: 'purge', term: termAt(plan, committedIndex()), index: committedIndex() });
-    }
-    const floor = Math.max(committedIndex(), plan.purged?.index ?? -1) + 1;
-    if (random() < 0.08 && lastIndex(plan) >= floor) {
-      add({ op: 'truncate', index: randomInt(random, floor, lastIndex(plan) + 1) });
-    }
-    if (random() < 0.02) {
-      // As a snapshot install does: purge past the end; the log continues after it.
-      add({ op: 'purge', term, index: lastIndex(plan) + randomInt(random, 1, 5) });
-    } else if (random() < 0.06 && committedIndex() > (plan.purged?.index ?? -1) && committedIndex() >= plan.first) {
-      add({ op: 'purge', term: termAt(plan, committedIndex()), index: committedIndex() });
-    }
-    const appends = randomInt(random, 1, 4);
-    for (let a = 0; a < appends; a++) {
-      const e: [number, 0 | 1][] = Array.from({ length: randomInt(random, 1, 3) }, () => {
-        const x = random();
-        if (x < 0.05) return [-1, 0];
-        const len = x < 0.1 ? randomInt(random, 6000, 12_000) : randomInt(random, 0, 1500);
-        return [len, random() < 0.1 ? 1 : 0];
-      });
-      add({ op: 'append', first: nextIndex(plan), term, e });
-      if (random() < 0.25) add({ op: 'committed', term, index: randomInt(random, Math.max(plan.first, committedIndex() + 1, nextIndex(plan) - e.length), lastIndex(plan)) });
-    }
-    if (random() < 0.05) add({ op: 'gc' });
-    // Payloads the entries name are put (durably) before the append is issued (the ordering rule).
-    const entries = entriesOfBurst(life, seq, calls);
-    let k = 0;
-    for (const call of calls) {
-      if (call.op !== 'append') continue;
-      for (const [x, spec] of call.e.entries()) {
-        if (spec[1] === 1) await node.payloads.put((async function* (bytes: Buffer) { yield bytes; })(namedPayload(life, seq, k + x)));
-      }
-      k += call.e.length;
-    }
-    ledger({ t: 'begin', seq, calls });
-    const done = calls.map((call, c): Promise<void> => {
-      const ack = (): void => ledger({ t: 'ack', seq, c });
-      switch (call.op) {
-        case 'append':
-          return new Promise<void>((resolve, reject) => {
-            g.log
-              .append(entries[c]!, (err) => {
-                if (err !== null) return reject(err);
-                ack();
-                resolve();
-              })
-              .catch(reject);
-          });
-        case 'vote':
-          return g.log.saveVote({ leaderId: { term: call.term, nodeId: call.node }, committed: call.committed }).then(ack);
-        case 'committed':
-          return g.log.saveCommitted(logId(call.term, call.index)).then(ack);
-        case 'truncate':
-          return g.log.truncate(logId(term, call.index)).then(ack);
-        case 'purge':
-          return g.log.purge(logId(call.term, call.index)).then(ack);
-        case 'gc':
-          return node.payloads.collectGarbage().then(ack);
-      }
-    });
-    await Promise.all(done);
+    const { calls, plan } = planBurst(random, life, seq, m, lead, seq === 1, true);
+    await runBurst(node, g, life, seq, calls, lead.term, () => ledger({ t: 'begin', seq, calls }), (c) => ledger({ t: 'ack', seq, c }));
     m = plan;
   }
 }
