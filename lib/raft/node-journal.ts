@@ -27,6 +27,7 @@ import { openSegmentedLog, type SegmentedLog, type SegmentedLogOptions } from '.
 import { assert } from '../assert.js';
 import { corrupt, type SeglogError } from '../errors.js';
 import type { FileSystem } from '../fs/types.js';
+import { monotonicClock, type Clock } from '../clock.js';
 import type { FdCache } from '../../segments/index.js';
 import { JOURNAL_APPEND, JOURNAL_HEADER_BYTES, JOURNAL_TRUNCATE, decodeJournalEntries, decodeJournalHeader, encodeJournalAppend, encodeJournalFlushed, encodeJournalTruncate } from './journal-format.js';
 import { NODE_JOURNAL_DIR } from './fs-layout.js';
@@ -80,6 +81,10 @@ export interface NodeJournalOptions {
   inlineSyncBelowMs: number;
   /** Test-only: the records that start a checkpoint (default CHECKPOINT_BYTES). */
   checkpointBytes?: number;
+  /** Test-only: the idle checkpoint's delay (default IDLE_CHECKPOINT_MS; 0: no idle checkpoint). */
+  idleCheckpointMs?: number;
+  /** Where "lately" is measured for `othersActive` (default: the machine's monotonic clock). */
+  clock?: Clock;
   /** The largest encoded entry a group takes: one always fits in one record. */
   maxEntryBytes: number;
   knownDurable: boolean;
@@ -94,6 +99,8 @@ export class NodeJournal {
   /** An append's entries go into records of at most this many bytes (one entry each when larger). */
   readonly #recordBytes: number;
   readonly #checkpointBytes: number;
+  readonly #idleCheckpointMs: number;
+  readonly #clock: Clock;
   /** Groups that staged a record since the last checkpoint captured its members. */
   #dirty = new Set<JournalMember>();
   #bytesSince = 0;
@@ -111,9 +118,11 @@ export class NodeJournal {
   #prevActive: JournalMember | null = null;
   #prevActiveAt = 0;
 
-  private constructor(dir: string, log: SegmentedLog, dropBeforeGroupSync: boolean, recordBytes: number, checkpointBytes: number) {
+  private constructor(dir: string, log: SegmentedLog, dropBeforeGroupSync: boolean, recordBytes: number, checkpointBytes: number, idleCheckpointMs: number, clock: Clock) {
     this.dir = dir;
     this.#checkpointBytes = checkpointBytes;
+    this.#idleCheckpointMs = idleCheckpointMs;
+    this.#clock = clock;
     this.#log = log;
     this.#dropBeforeGroupSync = dropBeforeGroupSync;
     this.#recordBytes = recordBytes;
@@ -137,7 +146,15 @@ export class NodeJournal {
     } as SegmentedLogOptions);
     try {
       const pending = await scan(log);
-      return { journal: new NodeJournal(dir, log, o.dropBeforeGroupSync === true, Math.min(o.maxEntryBytes, RECORD_BYTES), o.checkpointBytes ?? CHECKPOINT_BYTES), pending };
+      return { journal: new NodeJournal(
+          dir,
+          log,
+          o.dropBeforeGroupSync === true,
+          Math.min(o.maxEntryBytes, RECORD_BYTES),
+          o.checkpointBytes ?? CHECKPOINT_BYTES,
+          o.idleCheckpointMs ?? IDLE_CHECKPOINT_MS,
+          o.clock ?? monotonicClock,
+        ), pending };
     } catch (err) {
       await log.close().catch(() => undefined);
       throw err;
@@ -207,12 +224,12 @@ export class NodeJournal {
       this.#prevActiveAt = this.#lastActiveAt;
       this.#lastActive = member;
     }
-    this.#lastActiveAt = performance.now();
+    this.#lastActiveAt = this.#clock.now();
   }
 
   /** Whether a group other than `member` issued a write in the last OTHERS_ACTIVE_MS. */
   othersActive(member: JournalMember): boolean {
-    const since = performance.now() - OTHERS_ACTIVE_MS;
+    const since = this.#clock.now() - OTHERS_ACTIVE_MS;
     return (this.#lastActive !== null && this.#lastActive !== member && this.#lastActiveAt >= since) || (this.#prevActive !== null && this.#prevActive !== member && this.#prevActiveAt >= since);
   }
 
@@ -222,11 +239,11 @@ export class NodeJournal {
   }
 
   #armTimer(): void {
-    if (this.#timer !== null || this.#closed) return;
+    if (this.#timer !== null || this.#closed || this.#idleCheckpointMs === 0) return;
     this.#timer = setTimeout(() => {
       this.#timer = null;
       this.#start();
-    }, IDLE_CHECKPOINT_MS);
+    }, this.#idleCheckpointMs);
     this.#timer.unref();
   }
 

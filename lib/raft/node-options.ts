@@ -24,7 +24,10 @@ export const RAFT_DEFAULT_MAX_ENTRY_BYTES = 64 * 1024 * 1024 + 64 * 1024;
 export interface RaftNodeOptions<P extends StateMachinePlugin<unknown> = KvPlugin> {
   /** The file-system layer (default: the real one). */
   fs?: FileSystem;
-  /** Monotonic milliseconds for the payload store's grace period (default: the machine's clock). */
+  /**
+   * Monotonic milliseconds for the payload store's grace period and the node journal's window of
+   * "another group wrote lately" (default: the machine's clock).
+   */
   clock?: Clock;
   /** The state-machine plugin of every group (default: the key-value plugin). */
   plugin?: StateMachinePluginFactory<P>;
@@ -70,6 +73,11 @@ export interface NodeSettings<P extends StateMachinePlugin<unknown>> {
    * see checkpoints within a few writes; not part of the options' type.
    */
   journalCheckpointBytes: number | undefined;
+  /**
+   * Test-only: the node journal's idle checkpoint delay (ms; 0: none, for a test that drives time
+   * itself, whose runs must not depend on when a timer fires); not part of the options' type.
+   */
+  journalIdleCheckpointMs: number | undefined;
   /** Test-only: groups always journal their writes, or never (fs-log.ts JournalMode; default auto). */
   journalMode: 'auto' | 'journal' | 'direct' | 'alternate' | undefined;
 }
@@ -100,6 +108,7 @@ export function parseNodeOptions<P extends StateMachinePlugin<unknown>>(dir: str
     inlineSyncBelowMs: nonNegativeMs(options.inlineSyncBelowMs ?? 1, 'inlineSyncBelowMs'),
     mistakes: (options as { mistakes?: RaftMistakes }).mistakes,
     journalCheckpointBytes: (options as { journalCheckpointBytes?: number }).journalCheckpointBytes,
+    journalIdleCheckpointMs: (options as { journalIdleCheckpointMs?: number }).journalIdleCheckpointMs,
     journalMode: (options as { journalMode?: 'auto' | 'journal' | 'direct' | 'alternate' }).journalMode,
   };
 }

@@ -101,6 +101,8 @@ export async function openRaftNode<P extends StateMachinePlugin<unknown> = KvPlu
       knownDurable,
       dropBeforeGroupSync: settings.mistakes?.dropJournalBeforeGroupSync === true,
       ...(settings.journalCheckpointBytes !== undefined ? { checkpointBytes: settings.journalCheckpointBytes } : {}),
+      ...(settings.journalIdleCheckpointMs !== undefined ? { idleCheckpointMs: settings.journalIdleCheckpointMs } : {}),
+      ...(options.clock !== undefined ? { clock: options.clock } : {}),
     });
     journalOpened = journal;
     const payloads = await openPayloadStore(path.join(dir, PAYLOADS_DIR), {
