@@ -146,15 +146,16 @@ export class NodeJournal {
     } as SegmentedLogOptions);
     try {
       const pending = await scan(log);
-      return { journal: new NodeJournal(
-          dir,
-          log,
-          o.dropBeforeGroupSync === true,
-          Math.min(o.maxEntryBytes, RECORD_BYTES),
-          o.checkpointBytes ?? CHECKPOINT_BYTES,
-          o.idleCheckpointMs ?? IDLE_CHECKPOINT_MS,
-          o.clock ?? monotonicClock,
-        ), pending };
+      const journal = new NodeJournal(
+        dir,
+        log,
+        o.dropBeforeGroupSync === true,
+        Math.min(o.maxEntryBytes, RECORD_BYTES),
+        o.checkpointBytes ?? CHECKPOINT_BYTES,
+        o.idleCheckpointMs ?? IDLE_CHECKPOINT_MS,
+        o.clock ?? monotonicClock,
+      );
+      return { journal, pending };
     } catch (err) {
       await log.close().catch(() => undefined);
       throw err;
