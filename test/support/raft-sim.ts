@@ -555,7 +555,7 @@ export async function runRaftSimulation(options: SimOptions): Promise<SimReport>
       await checkState(x, when);
     }
 
-    /** The member on `h` goes down with its node (before the node's process ends). */
+    /** Member `x` goes down with its node (called before the node's process ends). */
     function down(x: SimNode, mode: string): void {
       if (leader === x) leader = null;
       x.crashed = { acked: new Map(x.acked), mode };
@@ -580,7 +580,14 @@ export async function runRaftSimulation(options: SimOptions): Promise<SimReport>
       nodes,
       leader: (): SimNode | null => leader,
       member: (h: Host): SimNode => nodes[hosts.indexOf(h)] as SimNode,
-      elect, clientWrite, replicate, advanceCommit, apply, snapshot, down, up,
+      elect,
+      clientWrite,
+      replicate,
+      advanceCommit,
+      apply,
+      snapshot,
+      down,
+      up,
     };
   }
 
