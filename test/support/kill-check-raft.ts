@@ -1,7 +1,8 @@
 // The checker side of the Raft kill tests (test/raft-kill.test.ts: one group; test/raft-kill-groups
 // .test.ts: many groups of one node writing at once), shared by both.
 //
-// Owns: reading one group's calls out of a life's ledger (`issuedCalls`) and judging what a group
+// Owns: `countedCheck` (a target's check that counts the lives and their time), `assertCampaign`
+// (what every Raft kill campaign must have done to mean anything), reading one group's calls out of a life's ledger (`issuedCalls`) and judging what a group
 // shows after the kill against them (`checkGroup`): the state a prefix of the group's calls leaves,
 // at least through its last acknowledged call (a payload collection excepted: its promise is not
 // ordered with the group's calls), where an append in flight may show as a prefix of its entries.
@@ -11,7 +12,7 @@
 import assert from 'node:assert/strict';
 import type { Entry } from '../../lib/raft/types.js';
 import { compareLogId, compareVote } from '../../lib/raft/types.js';
-import type { LedgerEntry } from './kill-harness.js';
+import type { KillCampaignResult, KillTarget, LedgerEntry } from './kill-harness.js';
 import { applyCall, canonical, entriesOfBurst, showObserved, type RaftCall, type RaftObserved } from './kill-writer-raft.js';
 
 /** One call a writer issued, with the entries it carried and whether it was acknowledged. */
@@ -114,4 +115,28 @@ export function checkGroup(group: string, life: number, model: RaftObserved, iss
     behindLast: at < states.length - 1,
     acks: issued.filter((x) => x.acked).length,
   };
+}
+
+/** A kill target's `check` that counts each life checked and the time its check takes into `stats`. */
+export function countedCheck<M>(stats: { lives: number; checkMs: number }, check: KillTarget<M>['check']): KillTarget<M>['check'] {
+  return async (dir, model, ledger, life) => {
+    stats.lives++;
+    const started = performance.now();
+    try {
+      return await check(dir, model, ledger, life);
+    } finally {
+      stats.checkMs += performance.now() - started;
+    }
+  };
+}
+
+/**
+ * What a Raft kill campaign must have done for its checks to mean anything: every kill made, most
+ * of them after the writer's open, more acknowledgements than kills, and every kind of write issued.
+ */
+export function assertCampaign(result: KillCampaignResult, kills: number, acks: number, counts: Readonly<Record<string, number>>): void {
+  assert.equal(result.kills, kills);
+  assert.ok(result.afterReady >= kills / 2, `only ${result.afterReady} kills after the writer was ready`);
+  assert.ok(acks > kills, `only ${acks} acknowledgements`);
+  for (const op of ['append', 'vote', 'committed', 'truncate', 'purge']) assert.ok((counts[op] ?? 0) > 0, `the writers issued ${op}`);
 }
