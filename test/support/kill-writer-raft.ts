@@ -1,6 +1,7 @@
 // Kill-harness writer for the file-system Raft store (./kill-harness.ts, test/raft-kill.test.ts),
-// and the pure functions its checker shares with it (exported; the writer runs only when this file
-// is the process's main module).
+// the pure functions its checker shares with it, and the bursts (`planBurst`, `runBurst`) that the
+// many-group writer (./kill-writer-raft-groups.ts) runs on each of its groups (all exported; the
+// writer runs only when this file is the process's main module).
 //
 // Owns: the writer's protocol. It opens a node (openRaftNode, 16 KiB log and journal segments so
 // they roll, node journal checkpoints every 32 KiB, payload grace 0 so collections remove what
