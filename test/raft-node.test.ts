@@ -426,6 +426,35 @@ test('faults: ENOSPC on the committed cell and on the journal; a failed snapshot
   await node.close();
 });
 
+test('faults: a group creation whose write, file sync or directory sync fails is refused, leaves nothing, and can be made again', async () => {
+  const mem = new MemoryFs({ trace: false });
+  const fs = new FaultyFs(mem);
+  const node = await open(fs);
+  const cases = [
+    { kind: 'write', path: (p: string) => p.includes('/tmp-') && p.endsWith('/vote.cell'), error: 'ENOSPC', want: 'NO_SPACE' },
+    { kind: 'datasync', path: (p: string) => p.includes('/tmp-') && p.includes('/log/') && p.endsWith('.seg'), error: 'EIO', want: 'IO_ERROR' },
+    { kind: 'syncDir', path: (p: string) => p.includes('/tmp-') && p.endsWith('/sm/journal'), error: 'ENOSPC', want: 'NO_SPACE' },
+    { kind: 'rename', path: (p: string) => p.includes('/tmp-'), error: 'EIO', want: 'IO_ERROR' },
+  ] as const;
+  for (const [k, c] of cases.entries()) {
+    const id = `new-${k}`;
+    const rule = fs.fail({ kind: c.kind, path: c.path, error: c.error });
+    await assert.rejects(node.openGroup(id), code(c.want), `${c.kind}: refused with ${c.want}`);
+    rule.remove();
+    assert.ok(!node.groupIds().includes(id), `${c.kind}: the group is not there`);
+    const left = (await mem.readdir(path.posix.join(DIR, 'groups'))).filter((n) => n.startsWith('tmp-'));
+    assert.deepEqual(left, [], `${c.kind}: no temporary directory left`);
+    // Made again without the fault: a whole, empty group that takes an entry.
+    const g = await node.openGroup(id);
+    await appendFlushed(g, [kv(1, 0)]);
+    assert.deepEqual((await g.log.getLogState()).lastLogId, lid(1, 0));
+  }
+  await node.close();
+  const again = await open(fs);
+  for (const [k] of cases.entries()) assert.deepEqual((await (await again.openGroup(`new-${k}`)).log.getLogState()).lastLogId, lid(1, 0));
+  await again.close();
+});
+
 test('write calls queued behind a barrier take effect in call order', async () => {
   const fs = new MemoryFs({ trace: false });
   let node = await open(fs);
