@@ -9,8 +9,8 @@
 // or syncs: the caller writes the files, syncs them and the directory before anything names it.
 
 import { encodeNewCellFile } from '../cells/index.js';
-import { HEADER_BYTES, MANIFEST_NAME, SEGMENT_SUFFIX, encodeManifest, encodeSegmentHeader, newSegmentId, segmentBaseName } from './format.js';
-import { FIRST_FILE_BYTES } from './structure.js';
+import { MANIFEST_NAME, SEGMENT_SUFFIX, encodeManifest, encodeSegmentHeader, newSegmentId, segmentBaseName } from './format.js';
+import { firstSegmentFileBytes } from './structure.js';
 
 /** One file of a new log: its name inside the log's directory, and its whole content. */
 export interface NewLogFile {
@@ -27,8 +27,7 @@ export interface NewLogFile {
 export function newLogFiles(firstIndex: number, segmentBytes: number, manifestSlotBytes: number): NewLogFile[] {
   if (!Number.isSafeInteger(firstIndex) || firstIndex < 0) throw new RangeError('firstIndex must be a safe non-negative integer');
   const id = newSegmentId();
-  // As Structure.createSegment sizes a new file: one block, or the whole segment when smaller.
-  const segment = new Uint8Array(Math.min(FIRST_FILE_BYTES, Math.max(segmentBytes, HEADER_BYTES)));
+  const segment = new Uint8Array(firstSegmentFileBytes(segmentBytes));
   segment.set(encodeSegmentHeader(firstIndex, id, 1), 0);
   const manifest = encodeManifest({ firstIndex, generation: 1, segments: [{ base: firstIndex, id }] });
   return [

@@ -8,6 +8,7 @@
 
 import type { FileHandle } from '../lib/fs/types.js';
 import { FRAME_HEADER_BYTES, checkFrame, frameLength, type FrameCheck } from './format.js';
+import { ZEROS, isZeroBytes } from './segment-files.js';
 
 const WINDOW_BYTES = 1 << 20;
 
@@ -20,8 +21,9 @@ export interface ScanResult {
   stop: 'limit' | 'end' | Exclude<FrameCheck, 'ok'>;
   /**
    * Whether [endOffset, fileSize) is all zeros, when the scan's last read window held the whole
-   * of it (true or false); null when it did not (the caller reads it if it needs to know). Lets
-   * recovery judge a preallocated tail without reading it a second time.
+   * of it (true or false); null when it did not, or when the scan stopped at its count limit (the
+   * caller reads it if it needs to know). Lets recovery judge a preallocated tail without reading
+   * it a second time.
    */
   restIsZero: boolean | null;
 }
@@ -48,17 +50,10 @@ export async function scanFrames(
   let count = 0;
 
   const done = (stop: ScanResult['stop']): ScanResult => {
+    // Judged only where a caller may need it: past the last valid frame, not after a count limit.
     let restIsZero: boolean | null = null;
     if (pos === fileSize) restIsZero = true;
-    else if (winStart <= pos && winStart + winLen === fileSize) {
-      restIsZero = true;
-      for (let k = pos - winStart; k < winLen; k++) {
-        if (window[k] !== 0) {
-          restIsZero = false;
-          break;
-        }
-      }
-    }
+    else if (stop !== 'limit' && winStart <= pos && winStart + winLen === fileSize && winLen - (pos - winStart) <= ZEROS.length) restIsZero = isZeroBytes(window, pos - winStart, winLen);
     return { count, endOffset: pos, stop, restIsZero };
   };
 

@@ -21,6 +21,11 @@ import type { LogState } from './state.js';
 export const ZEROS = new Uint8Array(4 << 20);
 const ZEROS_BUF = Buffer.from(ZEROS.buffer, ZEROS.byteOffset, ZEROS.byteLength);
 
+/** True when bytes [from, to) of `b` (at most ZEROS' length) are all zeros: one native comparison. */
+export function isZeroBytes(b: Uint8Array, from: number, to: number): boolean {
+  return Buffer.from(b.buffer, b.byteOffset + from, to - from).equals(ZEROS_BUF.subarray(0, to - from));
+}
+
 /** An index as read from its file: the frame table it claims. */
 export interface IndexTable {
   offsets: Uint32Array;
@@ -206,7 +211,6 @@ export class SegmentFiles {
   }
 }
 
-/** True when bytes [from, to) of `h` are all zeros (or the file ends before `to`). */
 /** The table of the index file open in `h` (`size` bytes, within the bound); null unless valid for `seg`. */
 async function readTable(h: FileHandle, size: number, seg: Segment): Promise<IndexTable | null> {
   if (size < INDEX_HEADER_BYTES) return null;
@@ -215,6 +219,7 @@ async function readTable(h: FileHandle, size: number, seg: Segment): Promise<Ind
   return decodeIndex(b.subarray(0, n), seg.base, seg.id);
 }
 
+/** True when bytes [from, to) of `h` are all zeros (or the file ends before `to`). */
 export async function isZeroRange(h: FileHandle, from: number, to: number): Promise<boolean> {
   const buf = Buffer.alloc(Math.min(1 << 20, to - from));
   for (let at = from; at < to; at += buf.length) {
@@ -226,7 +231,7 @@ export async function isZeroRange(h: FileHandle, from: number, to: number): Prom
     } catch (err) {
       throw fromIo(err, 'read', h.path);
     }
-    if (!view.subarray(0, got).equals(ZEROS_BUF.subarray(0, got))) return false;
+    if (!isZeroBytes(view, 0, got)) return false;
     if (got < n) return true;
   }
   return true;

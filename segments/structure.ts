@@ -27,7 +27,12 @@ import type { TableCache } from './table-cache.js';
  * One file-system block: a node of a thousand mostly idle groups pays 4 KiB per log, not more;
  * the writer grows the file ahead of a busy log's tail (writer.ts `#preallocate`).
  */
-export const FIRST_FILE_BYTES = 4 * 1024;
+const FIRST_FILE_BYTES = 4 * 1024;
+
+/** The size of a new segment file of a log of `segmentBytes` segments: one block, or the whole segment when smaller. */
+export function firstSegmentFileBytes(segmentBytes: number): number {
+  return Math.min(FIRST_FILE_BYTES, Math.max(segmentBytes, HEADER_BYTES));
+}
 
 export class Structure {
   readonly #s: LogState;
@@ -188,7 +193,7 @@ export class Structure {
     const seg = new Segment(s.dir, base, newSegmentId());
     const spare = this.#spares.take();
     if (spare !== null && (await this.#spares.reuse(seg, spare))) return seg;
-    const prealloc = Math.min(FIRST_FILE_BYTES, Math.max(s.segmentBytes, HEADER_BYTES)) - HEADER_BYTES;
+    const prealloc = firstSegmentFileBytes(s.segmentBytes) - HEADER_BYTES;
     await this.#files.startSegmentFile(seg, 'create-exclusive', prealloc);
     seg.allocated = HEADER_BYTES + prealloc;
     seg.offsets = new Uint32Array(64);

@@ -134,20 +134,34 @@ export async function readGroupFile(fs: FileSystem, dir: string): Promise<string
 }
 
 /** Writes a small file completely and makes its bytes durable (its name is the caller's business). */
-export async function writeFileDurably(fs: FileSystem, file: string, bytes: Uint8Array): Promise<void> {
-  let h: FileHandle;
+export function writeFileDurably(fs: FileSystem, file: string, bytes: Uint8Array): Promise<void> {
+  return writeFilesDurably(fs, [{ file, bytes }], []);
+}
+
+/**
+ * Creates and writes every file of `files` (none may exist), then syncs all of them and every
+ * directory of `dirs` at once, and answers when all are durable (their names are the caller's
+ * business). Syncs made together let the file system commit them together: made one after
+ * another, the syncs of a group's creation were its whole cost. Every sync has settled and every
+ * handle is closed before it answers, after a failure too (the first failure is thrown), so a
+ * caller may remove what it wrote at once.
+ */
+export async function writeFilesDurably(fs: FileSystem, files: readonly { file: string; bytes: Uint8Array }[], dirs: readonly string[]): Promise<void> {
+  const handles: FileHandle[] = [];
   try {
-    h = await fs.open(file, 'create-exclusive');
-  } catch (err) {
-    throw fromIo(err, 'create', file);
-  }
-  try {
-    await h.write(bytes, 0);
-    await h.datasync();
-  } catch (err) {
-    throw fromIo(err, 'write', file);
+    for (const f of files) {
+      const h = await fs.open(f.file, 'create-exclusive').catch((err: unknown) => Promise.reject(fromIo(err, 'create', f.file)));
+      handles.push(h);
+      await h.write(f.bytes, 0).catch((err: unknown) => Promise.reject(fromIo(err, 'write', f.file)));
+    }
+    const syncs = await Promise.allSettled([
+      ...handles.map((h, i) => h.datasync().catch((err: unknown) => Promise.reject(fromIo(err, 'sync', files[i]!.file)))),
+      ...dirs.map((d) => fs.syncDir(d).catch((err: unknown) => Promise.reject(fromIo(err, 'sync directory', d)))),
+    ]);
+    const failed = syncs.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed !== undefined) throw failed.reason;
   } finally {
-    await h.close().catch(() => undefined);
+    for (const h of handles) await h.close().catch(() => undefined);
   }
 }
 

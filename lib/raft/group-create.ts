@@ -14,7 +14,6 @@ import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { encodeNewCellFile } from '../../cells/index.js';
 import { newLogFiles } from '../../segments/index.js';
-import type { FileHandle, FileSystem } from '../fs/types.js';
 import { corrupt, fromIo } from '../errors.js';
 import { encodeOptionalLogId } from './codec.js';
 import {
@@ -32,6 +31,7 @@ import {
   encodeGroupFile,
   groupDirName,
   removeTree,
+  writeFilesDurably,
 } from './fs-layout.js';
 import type { NodeSettings } from './node-options.js';
 import type { StateMachinePlugin } from './plugin.js';
@@ -68,7 +68,7 @@ export async function createGroupDir<P extends StateMachinePlugin<unknown>>(s: N
     await fs.mkdir(path.join(temp, SM_DIR, SNAPSHOTS_DIR));
     await fs.mkdir(path.join(temp, LOG_DIR));
     await fs.mkdir(path.join(temp, SM_DIR, JOURNAL_DIR));
-    await writeAllDurably(fs, groupFiles(s, temp, id), [temp, path.join(temp, LOG_DIR), path.join(temp, SM_DIR), path.join(temp, SM_DIR, JOURNAL_DIR)]);
+    await writeFilesDurably(fs, groupFiles(s, temp, id), [temp, path.join(temp, LOG_DIR), path.join(temp, SM_DIR), path.join(temp, SM_DIR, JOURNAL_DIR)]);
     await fs.rename(temp, final);
     await fs.syncDir(groupsDir);
   } catch (err) {
@@ -97,31 +97,4 @@ function groupFiles<P extends StateMachinePlugin<unknown>>(s: NodeSettings<P>, t
     for (const f of newLogFiles(0, segmentBytes, GROUP_MANIFEST_SLOT_BYTES)) files.push({ file: path.join(dir, f.name), bytes: f.bytes });
   }
   return files;
-}
-
-/**
- * Creates and writes every file of `files`, then syncs all of them and every directory of `dirs`
- * at once. Nothing names these files yet, so the order in which they become durable does not
- * matter, only that all are when this resolves; made one after another, the syncs of a creation
- * (each file's, each directory's, each new log's own) were its whole cost (about 8 ms a group
- * here); made together, the file system commits them together. Every handle is closed before it answers, after a failure too.
- */
-async function writeAllDurably(fs: FileSystem, files: readonly { file: string; bytes: Uint8Array }[], dirs: readonly string[]): Promise<void> {
-  const handles: FileHandle[] = [];
-  try {
-    for (const f of files) {
-      const h = await fs.open(f.file, 'create-exclusive').catch((err: unknown) => Promise.reject(fromIo(err, 'create', f.file)));
-      handles.push(h);
-      await h.write(f.bytes, 0).catch((err: unknown) => Promise.reject(fromIo(err, 'write', f.file)));
-    }
-    // allSettled, then the first failure: the caller removes the directory only once no sync runs in it.
-    const syncs = await Promise.allSettled([
-      ...handles.map((h, i) => h.datasync().catch((err: unknown) => Promise.reject(fromIo(err, 'sync', files[i]!.file)))),
-      ...dirs.map((d) => fs.syncDir(d).catch((err: unknown) => Promise.reject(fromIo(err, 'sync directory', d)))),
-    ]);
-    const failed = syncs.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed !== undefined) throw failed.reason;
-  } finally {
-    for (const h of handles) await h.close().catch(() => undefined);
-  }
 }
