@@ -174,25 +174,28 @@ class Log implements SegmentedLog {
   }
 
   stage(records: Uint8Array[]): { first: number; durable: Promise<void> } {
-    const { first, op } = this.#stage(records);
+    const { first, op } = this.#stage(records, false);
     return { first, durable: op === null ? Promise.resolve() : op.durable.promise };
   }
 
   async append(records: Uint8Array[]): Promise<number> {
-    const { first, op } = this.#stage(records);
-    if (op === null) return first;
     // mistakes.ackBeforeSync: resolves once written, as the other policies do.
-    if (this.#s.schedule.acksAfterSync && this.#s.mistakes.ackBeforeSync !== true) {
+    const afterSync = this.#s.schedule.acksAfterSync && this.#s.mistakes.ackBeforeSync !== true;
+    const { first, op } = this.#stage(records, !afterSync);
+    if (op === null) return first;
+    if (afterSync) {
       await op.durable.promise;
       assert(this.#syncer.syncedSeq >= op.seq, 'an append is acknowledged only after the sync that covers it');
     } else {
+      assert(op.done !== null, 'an append acknowledged once written has a written promise');
       op.durable.promise.catch(() => undefined);
       await op.done.promise;
     }
     return first;
   }
 
-  #stage(records: Uint8Array[]): { first: number; op: AppendOp | null } {
+  /** `whenWritten`: the caller waits for the write alone (AppendOp.done). */
+  #stage(records: Uint8Array[], whenWritten: boolean): { first: number; op: AppendOp | null } {
     const s = this.#s;
     this.#checkWritable();
     if (!Array.isArray(records)) throw invalid('records must be an array of Uint8Array');
@@ -222,10 +225,10 @@ class Log implements SegmentedLog {
       frameBytes,
       written: 0,
       seq: 0,
-      done: deferred(),
+      done: whenWritten ? deferred() : null,
       durable: deferred(),
     };
-    op.done.promise.catch(() => undefined);
+    op.done?.promise.catch(() => undefined);
     this.#queue.push(op);
     this.#kick();
     return { first, op };

@@ -27,7 +27,12 @@ export interface AppendOp {
   written: number;
   /** Sequence number of the group write that carried it. */
   seq: number;
-  done: Deferred; // written (or failed)
+  /**
+   * Written (or failed); made only for an append whose caller waits for the write alone (a
+   * policy that acknowledges before the sync): the others wait for `durable`, and a promise per
+   * append that nobody awaits is garbage on the append path.
+   */
+  done: Deferred | null;
   durable: Deferred;
 }
 
@@ -112,7 +117,7 @@ export class OpQueue {
     const failed: Op[] = [...taken, ...queued];
     assert(taken.length > 0 || queued[0] === op, 'the failed op heads the queue');
     for (const o of failed) {
-      o.done.reject(err);
+      o.done?.reject(err);
       if (o.kind === 'append') o.durable.reject(err);
     }
     this.pending = [];
@@ -127,7 +132,7 @@ export class OpQueue {
     this.queuedAppendBytes = this.queuedOthers = 0;
     this.changed();
     for (const o of queued) {
-      o.done.reject(err);
+      o.done?.reject(err);
       if (o.kind === 'append') o.durable.reject(err);
     }
   }
@@ -136,7 +141,7 @@ export class OpQueue {
 /** Rejects appends taken from the queue whose write cannot count. */
 export function rejectOps(ops: AppendOp[], err: SeglogError): void {
   for (const o of ops) {
-    o.done.reject(err);
+    o.done?.reject(err);
     o.durable.reject(err);
   }
 }

@@ -92,7 +92,7 @@ export class Syncer {
       op.written = op.records.length;
       op.seq = seq;
       this.#unsynced.push(op);
-      op.done.resolve();
+      op.done?.resolve();
     }
   }
 

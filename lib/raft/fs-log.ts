@@ -141,6 +141,8 @@ export class FsRaftLogStorage implements RaftLogStorage, JournalMember {
   readonly #maxRecordBytes: number;
   /** Buffers of large records, recycled once durable and no read is in flight. */
   readonly #pool: RecordPool;
+  /** The encoder's allocator: one function for the store's life, not a closure per append. */
+  readonly #acquire = (bytes: number): Uint8Array => this.#pool.acquire(bytes);
   readonly #mistakes: RaftMistakes;
   readonly #refs: ReferenceCheckpointer;
   readonly #journal: NodeJournal;
@@ -171,6 +173,10 @@ export class FsRaftLogStorage implements RaftLogStorage, JournalMember {
   #logTail: Promise<void> = resolved;
   /** The last log operation issued (its own promise: durable of an append, or a structural change). */
   #lastLogOp: Promise<void> = resolved;
+  /** `#lastLogOp` has settled (its handler in #trackLog ran): a write issued now need not wait for it. */
+  #lastLogOpSettled = true;
+  /** `#logTail` has settled: the next tracked operation is the whole tail by itself. */
+  #logTailSettled = true;
   #poison: SeglogError | null = null;
   #closing: Promise<void> | null = null;
 
@@ -256,14 +262,29 @@ export class FsRaftLogStorage implements RaftLogStorage, JournalMember {
   /** Records a log operation; the tail settles when it does, and a failure poisons. */
   #trackLog(p: Promise<void>): void {
     this.#lastLogOp = p;
-    const settled = p.then(
-      () => undefined,
-      (err: unknown) => this.#setPoison(err),
-    );
-    const prev = this.#logTail;
+    this.#lastLogOpSettled = false;
+    // When the tail had settled, this operation is the tail by itself (no chain to build: a group
+    // with one append at a time, the common case, allocates no Promise.all per append).
+    const alone = this.#logTailSettled;
+    this.#logTailSettled = false;
+    const done = (): void => {
+      if (this.#lastLogOp === p) this.#lastLogOpSettled = true;
+      if (alone && this.#logTail === settled) this.#logTailSettled = true;
+    };
+    const settled: Promise<void> = p.then(done, (err: unknown) => {
+      this.#setPoison(err);
+      done();
+    });
+    if (alone) {
+      this.#logTail = settled;
+      return;
+    }
     // Log operations complete in issue order; chaining keeps that true of the tail even if a
     // caller's handler is slow.
-    this.#logTail = Promise.all([prev, settled]).then(() => undefined);
+    const tail: Promise<void> = Promise.all([this.#logTail, settled]).then(() => {
+      if (this.#logTail === tail) this.#logTailSettled = true;
+    });
+    this.#logTail = tail;
   }
 
   /** Settles when every write issued so far is durable (or failed: check `#poison` after). */
@@ -280,26 +301,42 @@ export class FsRaftLogStorage implements RaftLogStorage, JournalMember {
     this.#checkOpen();
     if (typeof onFlushed !== 'function') throw invalid('onFlushed must be a function');
     if (!Array.isArray(entries)) throw invalid('entries must be an array');
-    entries.forEach((e, i) => validateEntry(e, `entries[${i}]`));
-    for (const [i, e] of entries.entries()) {
-      if (e.payload.type === 'normal' && e.payload.data.length > this.#maxRecordBytes) {
-        throw new SeglogError('TOO_LARGE', `entries[${i}] holds ${e.payload.data.length} bytes of data, above the limit of ${this.#maxRecordBytes}`, {
-          details: { length: e.payload.data.length, max: this.#maxRecordBytes },
+    // Indexed loops, and no digest set for entries that name no payload: this runs once per
+    // append of every group, and its garbage is what the collector spends its time on when
+    // hundreds of groups append at once.
+    const n = entries.length;
+    for (let i = 0; i < n; i++) validateEntry(entries[i], `entries[${i}]`);
+    for (let i = 0; i < n; i++) {
+      const p = (entries[i] as Entry).payload;
+      if (p.type === 'normal' && p.data.length > this.#maxRecordBytes) {
+        throw new SeglogError('TOO_LARGE', `entries[${i}] holds ${p.data.length} bytes of data, above the limit of ${this.#maxRecordBytes}`, {
+          details: { length: p.data.length, max: this.#maxRecordBytes },
         });
       }
     }
     // Encoded now: the caller may reuse its buffers once the call returns.
-    const records = entries.map((e) => encodeEntryWith(e, (n) => this.#pool.acquire(n)));
-    for (const [i, r] of records.entries()) {
+    const records: Uint8Array[] = new Array(n);
+    for (let i = 0; i < n; i++) {
+      const r = encodeEntryWith(entries[i] as Entry, this.#acquire);
       if (r.length > this.#maxRecordBytes) {
         throw new SeglogError('TOO_LARGE', `entries[${i}] encodes to ${r.length} bytes, above the limit of ${this.#maxRecordBytes}`, {
           details: { length: r.length, max: this.#maxRecordBytes },
         });
       }
+      records[i] = r;
     }
-    const ids = entries.map((e) => cloneLogId(e.logId));
-    const named = entries.map((e) => (e.payload.type === 'normal' && e.payload.payloads !== undefined && e.payload.payloads.length > 0 ? [...e.payload.payloads] : null));
-    const digests = [...new Set(named.flatMap((d) => d ?? []))];
+    const ids: LogId[] = new Array(n);
+    const named: (string[] | null)[] = new Array(n);
+    let names = false;
+    for (let i = 0; i < n; i++) {
+      const e = entries[i] as Entry;
+      ids[i] = cloneLogId(e.logId);
+      const p = e.payload;
+      const list = p.type === 'normal' && p.payloads !== undefined && p.payloads.length > 0 ? [...p.payloads] : null;
+      named[i] = list;
+      if (list !== null) names = true;
+    }
+    const digests = names ? [...new Set(named.flatMap((x) => x ?? []))] : [];
     const d = deferred<void>();
     this.#journal.noteActive(this);
     this.#chooseMode();
@@ -480,7 +517,9 @@ export class FsRaftLogStorage implements RaftLogStorage, JournalMember {
       this.#journaledSinceFlush = true;
       // Durable once its journal record is, and every write issued before it (a reset of this call
       // included: the journal's records settle in order, structural changes of the log do not).
-      const journalDurable = Promise.all([journaled, this.#lastLogOp]).then(() => undefined);
+      // (When the last operation settled already, it settled well: a failure would have poisoned
+      // the log, and this call would have been refused above.)
+      const journalDurable = this.#lastLogOpSettled ? journaled : Promise.all([journaled, this.#lastLogOp]).then(() => undefined);
       durable = journalDurable;
       // The reference checkpoint claims only what the group's own files hold durably (synced, when
       // it is about to write: once in its everyBytes), and what replay keeps (journal-durable).
