@@ -297,7 +297,17 @@ export class FsRaftLogStorage implements RaftLogStorage, JournalMember {
   // -------------------------------------------------------------------------------------------
   // append
 
-  async append(entries: Entry[], onFlushed: (err: Error | null) => void): Promise<void> {
+  append(entries: Entry[], onFlushed: (err: Error | null) => void): Promise<void> {
+    // Not an async function: its answer is the queued write's own promise, with no second promise
+    // (and two more turns of the microtask queue) wrapped around it; a refusal is a rejection all the same.
+    try {
+      return this.#append(entries, onFlushed);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  #append(entries: Entry[], onFlushed: (err: Error | null) => void): Promise<void> {
     this.#checkOpen();
     if (typeof onFlushed !== 'function') throw invalid('onFlushed must be a function');
     if (!Array.isArray(entries)) throw invalid('entries must be an array');
