@@ -37,7 +37,7 @@ function corruptNaming(p: string): (err: unknown) => boolean {
 }
 
 
-for (const victim of ['log', 'log/MANIFEST', 'vote.cell', 'committed.cell', 'purged.cell', 'sm/journal', 'sm/journal/MANIFEST', 'sm/snapshots']) {
+for (const victim of ['log', 'log/MANIFEST', 'vote.cell', 'committed.cell', 'purged.cell', 'sm', 'sm/journal', 'sm/journal/MANIFEST', 'sm/snapshots']) {
   test(`raft group: a deleted ${victim} is CORRUPT naming it, not a group made again over the rest`, async () => {
     await withRoot(async (root) => {
       const dir = path.join(root, 'node');
@@ -68,9 +68,11 @@ test('raft group: a group whose creation was never used still opens empty, and e
     await node.openGroup('fresh');
     await node.close();
     const gd = groupDirectory(dir, 'fresh');
-    for (const f of ['GROUP', 'vote.cell', 'committed.cell', 'purged.cell', 'log/MANIFEST', 'sm/journal/MANIFEST', 'sm/snapshots']) {
+    for (const f of ['GROUP', 'vote.cell', 'committed.cell', 'purged.cell', 'log/MANIFEST']) {
       assert.ok((await fsp.stat(path.join(gd, f).replace(/\/$/, ''))) !== null, f);
     }
+    // The state machine's files are made at its first write (nothing applied yet: none).
+    await assert.rejects(fsp.stat(path.join(gd, 'sm')), { code: 'ENOENT' });
     node = await openRaftNode(dir, OPTS);
     const r = node.recovery.get('fresh');
     assert.ok(r !== undefined);

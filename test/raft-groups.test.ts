@@ -272,6 +272,8 @@ test('a group is small (one-sector cells, 1 KiB manifests); a manifest grows as 
   const size = async (rel: string): Promise<number> => (await fs.stat(path.join(dir, rel)))?.size ?? -1;
   for (const cell of ['vote.cell', 'committed.cell', 'purged.cell']) assert.equal(await size(cell), 512, `${cell}: two 256-byte slots`);
   assert.equal(await size('log/MANIFEST'), 1024);
+  assert.equal(await size('sm'), -1, 'the state machine files wait for its first write');
+  await g.stateMachine.apply([{ logId: { leaderId: TERM, index: 0 }, payload: { type: 'blank' } }]);
   assert.equal(await size('sm/journal/MANIFEST'), 1024);
   // One or two entries per 256-byte segment (two when the group's writer, which the node journal's
   // sync does not wait for, takes two appends at once): 40 segments or more outgrow the first

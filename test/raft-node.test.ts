@@ -433,7 +433,7 @@ test('faults: a group creation whose write, file sync or directory sync fails is
   const cases = [
     { kind: 'write', path: (p: string) => p.includes('/tmp-') && p.endsWith('/vote.cell'), error: 'ENOSPC', want: 'NO_SPACE' },
     { kind: 'datasync', path: (p: string) => p.includes('/tmp-') && p.includes('/log/') && p.endsWith('.seg'), error: 'EIO', want: 'IO_ERROR' },
-    { kind: 'syncDir', path: (p: string) => p.includes('/tmp-') && p.endsWith('/sm/journal'), error: 'ENOSPC', want: 'NO_SPACE' },
+    { kind: 'syncDir', path: (p: string) => p.includes('/tmp-') && p.endsWith('/log'), error: 'ENOSPC', want: 'NO_SPACE' },
     { kind: 'rename', path: (p: string) => p.includes('/tmp-'), error: 'EIO', want: 'IO_ERROR' },
   ] as const;
   for (const [k, c] of cases.entries()) {

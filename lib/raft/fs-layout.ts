@@ -2,11 +2,13 @@
 // helpers the node and its groups share to create, identify and remove them.
 //
 // Owns: the node's directory layout (documented in docs/raft-store.md, "Layout"), the encoding of
-// a group's GROUP file (the group id, checksummed), the mapping from a group id to its directory
+// a group's GROUP file (the group id and its flags, checksummed; the first format, without flags,
+// still read), the mapping from a group id to its directory
 // name (a SHA-256, so that a group id never becomes a path as is), the snapshot file names, and a
 // recursive removal through the FileSystem interface. Guarantees: a group directory's name is a
 // function of its id alone; a GROUP file that does not decode to exactly the id its directory
-// name hashes is CORRUPT; nothing here holds more than one small file in memory.
+// name hashes, or that carries a flag this version does not know, is CORRUPT; a GROUP file is
+// replaced only whole (temporary file, sync, rename, directory sync); nothing here holds more than one small file in memory.
 
 import { createHash } from 'node:crypto';
 import * as path from 'node:path';
@@ -46,6 +48,11 @@ export const COMMITTED_CELL = 'committed.cell';
 export const PURGED_CELL = 'purged.cell';
 export const LOG_DIR = 'log';
 export const SM_DIR = 'sm';
+/**
+ * The state machine's directory while its first write makes it: renamed to `sm/` when whole. A
+ * leftover (a making cut short) is removed by the next making; nothing in it was acknowledged.
+ */
+export const SM_TEMP = 'sm.tmp';
 export const JOURNAL_DIR = 'journal';
 export const SNAPSHOTS_DIR = 'snapshots';
 
@@ -65,7 +72,29 @@ export const GROUP_CELL_OPTIONS = { slotBytes: GROUP_CELL_SLOT_BYTES, growTo: GR
 /** The largest group id, in UTF-8 bytes. */
 export const MAX_GROUP_ID_BYTES = 512;
 
-const GROUP_MAGIC = Buffer.from('SGLGROUP', 'latin1');
+/** The GROUP file of the first format: magic, length, id, CRC (every file of the group made at its creation). */
+const GROUP_MAGIC_V1 = Buffer.from('SGLGROUP', 'latin1');
+/** The GROUP file of the current format: magic, flags, length, id, CRC. */
+const GROUP_MAGIC_V2 = Buffer.from('SGLGRP02', 'latin1');
+const GROUP_MAGIC_BYTES = 8;
+/**
+ * GROUP flag: the group's state machine files (`sm/journal/`, `sm/snapshots/`) were made and are
+ * durable, so a missing one was lost (CORRUPT). Unset, `sm/` may be absent: the state machine
+ * has applied nothing and holds no snapshot (it is made at its first write, fs-state-machine.ts).
+ */
+export const GROUP_STATE_MACHINE_MADE = 1;
+const GROUP_KNOWN_FLAGS = GROUP_STATE_MACHINE_MADE;
+/** The temporary name of a GROUP file being replaced (a leftover is replaced at the next write). */
+export const GROUP_FILE_TEMP = 'GROUP.tmp';
+
+/** What a GROUP file says: the group id, and whether its state machine's files were made. */
+export interface GroupFile {
+  id: string;
+  /** 1: the first format (every file made with the group), 2: the current one. */
+  version: 1 | 2;
+  /** The state machine's files exist (always true of version 1). */
+  stateMachineMade: boolean;
+}
 
 /** Throws INVALID unless `id` is a group id: 1..512 UTF-8 bytes of well-formed text. */
 export function validateGroupId(id: unknown): asserts id is string {
@@ -84,19 +113,24 @@ export function isGroupDirName(name: string): boolean {
   return /^[0-9a-f]{64}$/.test(name);
 }
 
-/** GROUP file bytes: magic "SGLGROUP", u32 LE length, the id's UTF-8, u32 LE CRC-32 of all before. */
-export function encodeGroupFile(id: string): Uint8Array {
+/**
+ * GROUP file bytes (version 2): magic "SGLGRP02", u8 flags, u32 LE length, the id's UTF-8, u32 LE
+ * CRC-32 of all before.
+ */
+export function encodeGroupFile(id: string, flags = 0): Uint8Array {
+  if ((flags & ~GROUP_KNOWN_FLAGS) !== 0) throw new RangeError(`unknown GROUP flags ${flags}`);
   const body = Buffer.from(id, 'utf8');
-  const out = Buffer.alloc(GROUP_MAGIC.length + 4 + body.length + 4);
-  GROUP_MAGIC.copy(out, 0);
-  out.writeUInt32LE(body.length, GROUP_MAGIC.length);
-  body.copy(out, GROUP_MAGIC.length + 4);
+  const out = Buffer.alloc(GROUP_MAGIC_BYTES + 1 + 4 + body.length + 4);
+  GROUP_MAGIC_V2.copy(out, 0);
+  out.writeUInt8(flags, GROUP_MAGIC_BYTES);
+  out.writeUInt32LE(body.length, GROUP_MAGIC_BYTES + 1);
+  body.copy(out, GROUP_MAGIC_BYTES + 5);
   out.writeUInt32LE(crc32(out.subarray(0, out.length - 4)), out.length - 4);
   return out;
 }
 
-/** Reads and checks the GROUP file of the group directory `dir`; answers the group id. */
-export async function readGroupFile(fs: FileSystem, dir: string): Promise<string> {
+/** Reads and checks the GROUP file of the group directory `dir` (either version). */
+export async function readGroupFile(fs: FileSystem, dir: string): Promise<GroupFile> {
   const file = path.join(dir, GROUP_FILE);
   let h: FileHandle;
   try {
@@ -107,30 +141,50 @@ export async function readGroupFile(fs: FileSystem, dir: string): Promise<string
   }
   try {
     const size = await h.size();
-    const max = GROUP_MAGIC.length + 8 + MAX_GROUP_ID_BYTES;
-    if (size < GROUP_MAGIC.length + 8 || size > max) throw corrupt(`${file} is ${size} bytes: not a group file`, { path: file });
+    const max = GROUP_MAGIC_BYTES + 9 + MAX_GROUP_ID_BYTES;
+    if (size < GROUP_MAGIC_BYTES + 8 || size > max) throw corrupt(`${file} is ${size} bytes: not a group file`, { path: file });
     const b = Buffer.alloc(size);
     const n = await h.read(b, 0);
     if (n !== size) throw corrupt(`${file} ends early`, { path: file });
-    if (!b.subarray(0, GROUP_MAGIC.length).equals(GROUP_MAGIC)) throw corrupt(`${file} has a wrong magic number`, { path: file });
-    const len = b.readUInt32LE(GROUP_MAGIC.length);
-    if (GROUP_MAGIC.length + 4 + len + 4 !== size) throw corrupt(`${file}: length ${len} does not match its size`, { path: file });
+    const magic = b.subarray(0, GROUP_MAGIC_BYTES);
+    const version = magic.equals(GROUP_MAGIC_V2) ? 2 : magic.equals(GROUP_MAGIC_V1) ? 1 : 0;
+    if (version === 0) throw corrupt(`${file} has a wrong magic number`, { path: file });
+    // The CRC first: a flipped flag or length byte is damage, not a format question.
     if (b.readUInt32LE(size - 4) !== crc32(b.subarray(0, size - 4))) throw corrupt(`${file} fails its checksum`, { path: file });
+    const flags = version === 2 ? b.readUInt8(GROUP_MAGIC_BYTES) : GROUP_STATE_MACHINE_MADE;
+    if ((flags & ~GROUP_KNOWN_FLAGS) !== 0) throw corrupt(`${file} has unknown flags ${flags} (written by a newer version?)`, { path: file, flags });
+    const at = version === 2 ? GROUP_MAGIC_BYTES + 1 : GROUP_MAGIC_BYTES;
+    const len = b.readUInt32LE(at);
+    if (at + 4 + len + 4 !== size) throw corrupt(`${file}: length ${len} does not match its size`, { path: file });
     let id: string;
     try {
-      id = decodeUtf8Exact(b.subarray(GROUP_MAGIC.length + 4, size - 4));
+      id = decodeUtf8Exact(b.subarray(at + 4, size - 4));
     } catch {
       throw corrupt(`${file}: the group id is not UTF-8`, { path: file });
     }
     if (groupDirName(id) !== path.basename(dir)) {
       throw corrupt(`${file} names group ${JSON.stringify(id)}, whose directory is not ${path.basename(dir)}`, { path: file });
     }
-    return id;
+    return { id, version, stateMachineMade: (flags & GROUP_STATE_MACHINE_MADE) !== 0 };
   } catch (err) {
     throw fromIo(err, 'read', file);
   } finally {
     await h.close().catch(() => undefined);
   }
+}
+
+/**
+ * Replaces the GROUP file of the group directory `dir` durably (a temporary file written and
+ * synced, renamed over it, the directory synced): a crash leaves the old file or the new one.
+ */
+export async function rewriteGroupFile(fs: FileSystem, dir: string, id: string, flags: number): Promise<void> {
+  const temp = path.join(dir, GROUP_FILE_TEMP);
+  const file = path.join(dir, GROUP_FILE);
+  // A leftover of an earlier replacement cut short: never renamed, so never the group's.
+  await fs.unlink(temp).catch((err: unknown) => ((err as { code?: unknown }).code === 'ENOENT' ? undefined : Promise.reject(fromIo(err, 'unlink', temp))));
+  await writeFileDurably(fs, temp, encodeGroupFile(id, flags));
+  await fs.rename(temp, file).catch((err: unknown) => Promise.reject(fromIo(err, 'rename', file)));
+  await fs.syncDir(dir).catch((err: unknown) => Promise.reject(fromIo(err, 'sync directory', dir)));
 }
 
 /** Writes a small file completely and makes its bytes durable (its name is the caller's business). */

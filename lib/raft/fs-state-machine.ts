@@ -19,16 +19,24 @@
 // - Snapshot bytes are streamed in and out in bounded chunks, never held whole.
 // - A failed write or sync that leaves the disk state unknown poisons the state machine
 //   (POISONED) until the node is reopened.
+// - Its files are made at its first write (an apply, a snapshot build or receive), not with the
+//   group: built whole under `sm.tmp/`, synced, renamed to `sm/`, the group directory synced,
+//   and only then marked made in the GROUP file (`markMade`) and written; so every state a crash
+//   leaves is "no files, nothing applied" or "whole files", and once marked, a missing file is
+//   CORRUPT. A state machine whose `sm/` is absent and not marked made has applied nothing.
 
 import { randomBytes } from 'node:crypto';
 import * as path from 'node:path';
 
 import type { FdCache, SegmentedLog, SegmentedLogOptions } from '../../segments/index.js';
 import { openSegmentedLog } from '../../segments/index.js';
+import { assert } from '../assert.js';
 import { SeglogError, closed, corrupt, fromIo, invalid, poisoned } from '../errors.js';
 import type { FileHandle, FileSystem } from '../fs/types.js';
 import { decodeEntry, encodeEntry } from './codec.js';
-import { GROUP_MANIFEST_SLOT_BYTES, parseSnapshotFileName, parseSnapshotTempName, snapshotFileName, snapshotTempName } from './fs-layout.js';
+import { GROUP_MANIFEST_SLOT_BYTES, JOURNAL_DIR, SM_TEMP, SNAPSHOTS_DIR, parseSnapshotFileName, parseSnapshotTempName, removeTree, snapshotFileName, snapshotTempName, writeFilesDurably } from './fs-layout.js';
+import { DEFAULT_SEGMENT_BYTES, newLogFiles } from '../../segments/index.js';
+import { ownEntry } from '../fs/own-entry.js';
 import type { PluginReply, StateMachinePlugin, StateMachinePluginFactory } from './plugin.js';
 import { BufferedFileWriter, FileStream, FsSnapshotSink } from './snapshot-files.js';
 import { newPlugin, restoreSnapshot, snapshotIdFor, writeSnapshotStream } from './snapshot-format.js';
@@ -67,13 +75,29 @@ export interface FsStateMachineOptions<P extends StateMachinePlugin<unknown>> {
   ownerLocked?: boolean;
   /** Every file under `dir` is durable (the node's clean close was recorded): the journal's open syncs nothing it read. */
   knownDurable?: boolean;
+  /**
+   * How the files under `dir` came to be. Absent: they are there (CORRUPT otherwise: made by
+   * the caller). Given: `made` says whether the group's GROUP file marks them made; unmarked,
+   * an absent `dir` is a state machine that has applied nothing, made at its first write, and
+   * `markMade` records them made (after they are durable, before anything is written to them).
+   */
+  lazy?: { made: boolean; markMade: () => Promise<void>; /** Test-only (mistakes.markBeforeStateMachineFiles): mark first. */ markFirst?: boolean };
 }
 
 /** Opens (recovers) the state machine stored under `options.dir`. */
 export async function openFsStateMachine<P extends StateMachinePlugin<unknown>>(options: FsStateMachineOptions<P>): Promise<FsStateMachine<P>> {
   const { fs, dir } = options;
-  const snapDir = path.join(dir, 'snapshots');
-  const journalDir = path.join(dir, 'journal');
+  const snapDir = path.join(dir, SNAPSHOTS_DIR);
+  const lazy = options.lazy;
+  if (lazy !== undefined && !lazy.made) {
+    // Never through a link: the directory is the group's own, or damage.
+    if ((await ownEntry(fs, dir, `raft group ${JSON.stringify(options.groupId)}:`)) === null) {
+      return new FsStateMachine<P>(options, snapDir, null, newPlugin(options.plugin), null, 0);
+    }
+    // Made and renamed into place, but the crash came before the GROUP file said so: its files
+    // are whole (the rename came after their syncs). Marked now, then opened as made.
+    await lazy.markMade();
+  }
   try {
     // Made with the group (group-create.ts); the mkdir only when it is not there (every reopen of
     // every group would otherwise pay a pool round trip that fails with EEXIST).
@@ -131,16 +155,7 @@ export async function openFsStateMachine<P extends StateMachinePlugin<unknown>>(
     }
   }
 
-  const journal = await openSegmentedLog(journalDir, {
-    fs,
-    segmentBytes: options.segmentBytes,
-    fdCache: options.fdCache,
-    maxRecordBytes: options.maxRecordBytes,
-    ...(options.inlineSyncBelowMs !== undefined ? { inlineSyncBelowMs: options.inlineSyncBelowMs } : {}),
-    ...(options.ownerLocked === true ? { ownerLocked: true } : {}),
-    ...(options.knownDurable === true ? { knownDurable: true } : {}),
-    ...(options.ownerLocked === true ? { manifestSlotBytes: GROUP_MANIFEST_SLOT_BYTES } : {}),
-  } as SegmentedLogOptions);
+  const journal = await openJournal(options, options.knownDurable === true);
   try {
     // The journal drops entries only once a snapshot holding them is durable (a build, an install,
     // a replay after either), and the current snapshot is only ever replaced by a newer one: a
@@ -161,6 +176,20 @@ export async function openFsStateMachine<P extends StateMachinePlugin<unknown>>(
   }
 }
 
+/** Opens the applied journal under `options.dir` (the group's files: no lock of its own when the node holds one). */
+function openJournal<P extends StateMachinePlugin<unknown>>(options: FsStateMachineOptions<P>, knownDurable: boolean): Promise<SegmentedLog> {
+  return openSegmentedLog(path.join(options.dir, JOURNAL_DIR), {
+    fs: options.fs,
+    segmentBytes: options.segmentBytes,
+    fdCache: options.fdCache,
+    maxRecordBytes: options.maxRecordBytes,
+    ...(options.inlineSyncBelowMs !== undefined ? { inlineSyncBelowMs: options.inlineSyncBelowMs } : {}),
+    ...(options.ownerLocked === true ? { ownerLocked: true } : {}),
+    ...(knownDurable ? { knownDurable: true } : {}),
+    ...(options.ownerLocked === true ? { manifestSlotBytes: GROUP_MANIFEST_SLOT_BYTES } : {}),
+  } as SegmentedLogOptions);
+}
+
 /**
  * The state machine of one group on the file system. See {@link RaftStateMachine} for the
  * contract of every method and the module header for what is durable when.
@@ -169,8 +198,11 @@ export class FsStateMachine<P extends StateMachinePlugin<unknown>> implements Ra
   readonly groupId: string;
   readonly #fs: FileSystem;
   readonly #factory: StateMachinePluginFactory<P>;
+  readonly #options: FsStateMachineOptions<P>;
   readonly #snapDir: string;
-  readonly #journal: SegmentedLog;
+  /** Null until the state machine's files are made (its first write: `#made`). */
+  #journal: SegmentedLog | null;
+  #making: Promise<SegmentedLog> | null = null;
   readonly #maxRecordBytes: number;
   #plugin: P;
   #applied: LogId | null = null;
@@ -187,8 +219,9 @@ export class FsStateMachine<P extends StateMachinePlugin<unknown>> implements Ra
   readonly #building = new Set<Promise<unknown>>();
 
   /** @internal: use openFsStateMachine. */
-  constructor(options: FsStateMachineOptions<P>, snapDir: string, journal: SegmentedLog, plugin: P, current: CurrentSnapshot | null, nextSeq: number) {
+  constructor(options: FsStateMachineOptions<P>, snapDir: string, journal: SegmentedLog | null, plugin: P, current: CurrentSnapshot | null, nextSeq: number) {
     this.groupId = options.groupId;
+    this.#options = options;
     this.#fs = options.fs;
     this.#factory = options.plugin;
     this.#snapDir = snapDir;
@@ -208,9 +241,79 @@ export class FsStateMachine<P extends StateMachinePlugin<unknown>> implements Ra
     return this.#plugin;
   }
 
+  /** True once the state machine's files exist (made with the group, or at its first write). */
+  get filesMade(): boolean {
+    return this.#journal !== null;
+  }
+
+  /**
+   * The applied journal, its files made first when they are not yet (one making at a time; a
+   * failure poisons: the files may be half made, and the GROUP file may say either).
+   */
+  #made(): SegmentedLog | Promise<SegmentedLog> {
+    if (this.#journal !== null) return this.#journal;
+    this.#making ??= this.#makeFiles().then(
+      (journal) => {
+        this.#journal = journal;
+        return journal;
+      },
+      (err: unknown) => {
+        throw this.#poison(err);
+      },
+    );
+    return this.#making;
+  }
+
+  /** The applied journal of a state machine whose files are made (asserted). */
+  #madeJournal(): SegmentedLog {
+    const j = this.#journal;
+    if (j === null) throw new Error(`raft state machine of group ${this.groupId}: its files are not made`);
+    return j;
+  }
+
+  /**
+   * Makes `sm/`: `sm.tmp/` built whole (the journal's first segment and manifest, the snapshots
+   * directory), every file and directory synced, renamed to `sm/`, the group directory synced;
+   * then the GROUP file marks it made. Only then is anything written to it.
+   */
+  async #makeFiles(): Promise<SegmentedLog> {
+    const o = this.#options;
+    const lazy = o.lazy;
+    // The files are those of an owner-locked log (no LOCK file): made only for the node's groups.
+    assert(lazy !== undefined && o.ownerLocked === true, 'a state machine without files makes them only as an owner-locked group');
+    const fs = this.#fs;
+    const groupDir = path.dirname(o.dir);
+    const temp = path.join(groupDir, SM_TEMP);
+    // mistakes.markBeforeStateMachineFiles: the crash tests must catch a mark that precedes the files.
+    if (lazy.markFirst === true) await lazy.markMade();
+    // A making cut short by a crash: never renamed, nothing in it ever acknowledged.
+    await removeTree(fs, temp);
+    const tempJournal = path.join(temp, JOURNAL_DIR);
+    try {
+      await fs.mkdir(tempJournal);
+      await fs.mkdir(path.join(temp, SNAPSHOTS_DIR));
+    } catch (err) {
+      throw fromIo(err, 'create directory', temp);
+    }
+    const files = newLogFiles(0, o.segmentBytes ?? DEFAULT_SEGMENT_BYTES, GROUP_MANIFEST_SLOT_BYTES).map((f) => ({ file: path.join(tempJournal, f.name), bytes: f.bytes }));
+    await writeFilesDurably(fs, files, [temp, tempJournal]);
+    try {
+      await fs.rename(temp, o.dir);
+    } catch (err) {
+      throw fromIo(err, 'rename', o.dir);
+    }
+    try {
+      await fs.syncDir(groupDir);
+    } catch (err) {
+      throw fromIo(err, 'sync directory', groupDir);
+    }
+    if (lazy.markFirst !== true) await lazy.markMade();
+    return openJournal(o, true);
+  }
+
   /** @internal Replays the journal after the current snapshot (open only). */
   async replayJournal(): Promise<void> {
-    const j = this.#journal;
+    const j = this.#madeJournal();
     const skipThrough = this.#current?.meta.lastLogId?.index ?? -1;
     let at = j.firstIndex;
     let cut = at;
@@ -253,7 +356,7 @@ export class FsStateMachine<P extends StateMachinePlugin<unknown>> implements Ra
       if (run.r > through) return run.j;
       return run.j + (through - run.r + 1);
     }
-    return this.#journal.endIndex;
+    return this.#madeJournal().endIndex;
   }
 
   #trimRuns(cut: number): void {
@@ -331,6 +434,7 @@ export class FsStateMachine<P extends StateMachinePlugin<unknown>> implements Ra
     this.#check();
     if (!Array.isArray(entries)) throw invalid('entries must be an array');
     entries.forEach((e, i) => validateEntry(e, `entries[${i}]`));
+    if (this.#journal === null) this.#checkOrder(entries);
     const records = entries.map(encodeEntry);
     records.forEach((r, i) => {
       // Refused before anything is applied: the journal could not take it.
@@ -340,19 +444,31 @@ export class FsStateMachine<P extends StateMachinePlugin<unknown>> implements Ra
         });
       }
     });
+    if (this.#journal === null && records.length > 0) {
+      // The first write makes the files; later calls queue behind it (the gate), in call order.
+      return this.#enqueueGated(async () => {
+        await this.#made();
+        return this.#applyNow(records);
+      });
+    }
     return this.#gated(() => this.#applyNow(records));
   }
 
-  #applyNow(records: Uint8Array[]): Promise<(PluginReply<P> | null)[]> {
-    this.#check();
-    const decoded = records.map(decodeEntry); // the state never shares memory with the caller
+  /** INVALID unless the entries' indices are each after the one before, the first after the applied one. */
+  #checkOrder(entries: readonly Entry[]): void {
     let prev = this.#applied;
-    decoded.forEach((e, i) => {
+    entries.forEach((e, i) => {
       if (prev !== null && e.logId.index <= prev.index) {
         throw invalid(`entries[${i}] has index ${e.logId.index}, not after ${prev.index} (an entry is applied once)`, { index: e.logId.index });
       }
       prev = e.logId;
     });
+  }
+
+  #applyNow(records: Uint8Array[]): Promise<(PluginReply<P> | null)[]> {
+    this.#check();
+    const decoded = records.map(decodeEntry); // the state never shares memory with the caller
+    this.#checkOrder(decoded);
     const replies: (PluginReply<P> | null)[] = [];
     let applied = 0;
     let failure: unknown = null;
@@ -370,7 +486,7 @@ export class FsStateMachine<P extends StateMachinePlugin<unknown>> implements Ra
     if (applied > 0) {
       let staged: { first: number; durable: Promise<void> };
       try {
-        staged = this.#journal.stage(records.slice(0, applied));
+        staged = this.#madeJournal().stage(records.slice(0, applied));
       } catch (err) {
         throw this.#poison(err);
       }
@@ -422,6 +538,7 @@ export class FsStateMachine<P extends StateMachinePlugin<unknown>> implements Ra
 
   async #build(seq: number, meta: SnapshotMeta, pluginName: string, view: AsyncIterable<Uint8Array>): Promise<Snapshot> {
     const fs = this.#fs;
+    await this.#made();
     const temp = path.join(this.#snapDir, snapshotTempName(seq, randomBytes(8).toString('hex')));
     const file = path.join(this.#snapDir, snapshotFileName(seq));
     let handle: FileHandle;
@@ -474,11 +591,12 @@ export class FsStateMachine<P extends StateMachinePlugin<unknown>> implements Ra
   /** Drops the journal entries a current snapshot covers (no longer needed to rebuild the state). */
   async #dropJournalThrough(lastLogId: LogId | null): Promise<void> {
     if (lastLogId === null) return;
+    const journal = this.#madeJournal();
     const cut = this.#journalCut(lastLogId.index);
-    if (cut <= this.#journal.firstIndex) return;
+    if (cut <= journal.firstIndex) return;
     this.#trimRuns(cut);
     try {
-      await this.#journal.dropBefore(cut);
+      await journal.dropBefore(cut);
     } catch (err) {
       throw this.#poison(err);
     }
@@ -519,6 +637,7 @@ export class FsStateMachine<P extends StateMachinePlugin<unknown>> implements Ra
 
   async beginReceivingSnapshot(): Promise<SnapshotSink> {
     this.#check();
+    await this.#made();
     const temp = path.join(this.#snapDir, snapshotTempName(this.#nextSeq, randomBytes(8).toString('hex')));
     let handle: FileHandle;
     try {
@@ -605,11 +724,12 @@ export class FsStateMachine<P extends StateMachinePlugin<unknown>> implements Ra
     this.#membership = cloneStoredMembership(meta.lastMembership);
     this.#current = { seq, meta, file };
     // Every journaled entry is at or below the snapshot (the behind check): all of it goes.
-    const end = this.#journal.endIndex;
+    const journal = this.#madeJournal();
+    const end = journal.endIndex;
     this.#runs = [];
-    if (end > this.#journal.firstIndex) {
+    if (end > journal.firstIndex) {
       try {
-        await this.#journal.dropBefore(end);
+        await journal.dropBefore(end);
       } catch (err) {
         throw this.#poison(err);
       }
@@ -646,7 +766,8 @@ export class FsStateMachine<P extends StateMachinePlugin<unknown>> implements Ra
         while (this.#gate !== null) await this.#gate;
         for (const sink of [...this.#sinks]) await this.#discardSink(sink);
         for (const s of [...this.#streams]) await s.close();
-        await this.#journal.close().catch((err: unknown) => {
+        await this.#making?.catch(() => undefined);
+        await this.#journal?.close().catch((err: unknown) => {
           if (this.#broken === null) throw err;
         });
       })();

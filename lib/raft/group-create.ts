@@ -1,14 +1,15 @@
 // Creating a group's directory in a Raft node.
 //
-// Owns: `createGroupDir` and `GROUP_DEFINING_FILES`. Guarantees: a group id never becomes a path
-// as is (the directory is `groups/<sha256(id)>/`, the id in a checksummed GROUP file); the group
-// is built whole under a temporary name — its GROUP file, its three cells holding their "nothing
-// yet" values (256-byte slots: fs-layout.ts), its log and its applied journal each with a first
-// segment and manifest (512-byte slots) — every file written, then every file and directory
-// synced at once, then renamed into place and the groups directory synced: a crash leaves it
-// whole or absent (the node's open
-// removes a temporary leftover, fs-layout.ts names it). So every group directory holds every
-// file of GROUP_DEFINING_FILES from its creation on, and open answers CORRUPT for one missing.
+// Owns: `createGroupDir`, `GROUP_DEFINING_FILES` and `STATE_MACHINE_FILES`. Guarantees: a group
+// id never becomes a path as is (the directory is `groups/<sha256(id)>/`, the id in a checksummed
+// GROUP file); the group is built whole under a temporary name — its GROUP file (version 2, no
+// flag set), its three cells holding their "nothing yet" values (256-byte slots: fs-layout.ts),
+// its log with a first segment and manifest (512-byte slots) — every file written, then every
+// file and directory synced at once, then renamed into place and the groups directory synced: a
+// crash leaves it whole or absent (the node's open removes a temporary leftover, fs-layout.ts
+// names it). So every group directory holds every file of GROUP_DEFINING_FILES from its creation
+// on, and open answers CORRUPT for one missing. The state machine's files (STATE_MACHINE_FILES)
+// are made at its first write (fs-state-machine.ts), and required once the GROUP file says so.
 
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -41,17 +42,16 @@ export const NO_VOTE = new Uint8Array(0);
 
 /**
  * The files every group directory holds from its creation on (paths relative to it): a group
- * directory missing one lost it. The logs are named by their manifests.
+ * directory missing one lost it. The log is named by its manifest.
  */
-export const GROUP_DEFINING_FILES: readonly string[] = [
-  GROUP_FILE,
-  VOTE_CELL,
-  COMMITTED_CELL,
-  PURGED_CELL,
-  path.join(LOG_DIR, 'MANIFEST'),
-  path.join(SM_DIR, JOURNAL_DIR, 'MANIFEST'),
-  path.join(SM_DIR, SNAPSHOTS_DIR),
-];
+export const GROUP_DEFINING_FILES: readonly string[] = [GROUP_FILE, VOTE_CELL, COMMITTED_CELL, PURGED_CELL, LOG_DIR, path.join(LOG_DIR, 'MANIFEST')];
+
+/**
+ * The files of a group's state machine (relative to the group directory): made at its first write,
+ * and from then on (the GROUP file's GROUP_STATE_MACHINE_MADE flag; every group of the first
+ * format) a group missing one lost it.
+ */
+export const STATE_MACHINE_FILES: readonly string[] = [SM_DIR, path.join(SM_DIR, JOURNAL_DIR), path.join(SM_DIR, JOURNAL_DIR, 'MANIFEST'), path.join(SM_DIR, SNAPSHOTS_DIR)];
 
 /**
  * Builds the directory of group `id` under `groupsDir` (the rename is the commit point); answers
@@ -65,10 +65,8 @@ export async function createGroupDir<P extends StateMachinePlugin<unknown>>(s: N
   }
   const temp = path.join(groupsDir, `${GROUP_TEMP_PREFIX}${randomBytes(8).toString('hex')}`);
   try {
-    await fs.mkdir(path.join(temp, SM_DIR, SNAPSHOTS_DIR));
     await fs.mkdir(path.join(temp, LOG_DIR));
-    await fs.mkdir(path.join(temp, SM_DIR, JOURNAL_DIR));
-    await writeFilesDurably(fs, groupFiles(s, temp, id), [temp, path.join(temp, LOG_DIR), path.join(temp, SM_DIR), path.join(temp, SM_DIR, JOURNAL_DIR)]);
+    await writeFilesDurably(fs, groupFiles(s, temp, id), [temp, path.join(temp, LOG_DIR)]);
     await fs.rename(temp, final);
     await fs.syncDir(groupsDir);
   } catch (err) {
@@ -82,8 +80,8 @@ export async function createGroupDir<P extends StateMachinePlugin<unknown>>(s: N
  * Every file of a new group directory at `temp`, whole: the GROUP file; the three cells, each
  * written whole under its own name (the group directory is itself the temporary file of the
  * creation, so the cell's own first-write protocol — a temporary file renamed into place, a
- * directory sync each — is not needed); and the two logs' first segment and manifest, the bytes
- * their own new-log path would commit (segments/new-log.ts).
+ * directory sync each — is not needed); and the log's first segment and manifest, the bytes its
+ * own new-log path would commit (segments/new-log.ts).
  */
 function groupFiles<P extends StateMachinePlugin<unknown>>(s: NodeSettings<P>, temp: string, id: string): { file: string; bytes: Uint8Array }[] {
   const none = encodeOptionalLogId(null);
@@ -93,8 +91,6 @@ function groupFiles<P extends StateMachinePlugin<unknown>>(s: NodeSettings<P>, t
     { file: path.join(temp, COMMITTED_CELL), bytes: encodeNewCellFile(GROUP_CELL_SLOT_BYTES, none) },
     { file: path.join(temp, PURGED_CELL), bytes: encodeNewCellFile(GROUP_CELL_SLOT_BYTES, none) },
   ];
-  for (const [dir, segmentBytes] of [[path.join(temp, LOG_DIR), s.segmentBytes], [path.join(temp, SM_DIR, JOURNAL_DIR), s.journalSegmentBytes]] as const) {
-    for (const f of newLogFiles(0, segmentBytes, GROUP_MANIFEST_SLOT_BYTES)) files.push({ file: path.join(dir, f.name), bytes: f.bytes });
-  }
+  for (const f of newLogFiles(0, s.segmentBytes, GROUP_MANIFEST_SLOT_BYTES)) files.push({ file: path.join(temp, LOG_DIR, f.name), bytes: f.bytes });
   return files;
 }

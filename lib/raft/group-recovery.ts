@@ -22,8 +22,19 @@ import { openSegmentedLog, type SegmentedLog, type SegmentedLogOptions } from '.
 import { corrupt } from '../errors.js';
 import type { FsPayloadStore } from '../payloads/index.js';
 import { decodeEntry, decodeEntryLogId, decodeOptionalLogId, decodeVote } from './codec.js';
-import { COMMITTED_CELL, GROUP_CELL_OPTIONS, GROUP_MANIFEST_SLOT_BYTES, JOURNAL_DIR, LOG_DIR, PURGED_CELL, SM_DIR, VOTE_CELL } from './fs-layout.js';
-import { GROUP_DEFINING_FILES, NO_VOTE } from './group-create.js';
+import {
+  COMMITTED_CELL,
+  GROUP_CELL_OPTIONS,
+  GROUP_MANIFEST_SLOT_BYTES,
+  GROUP_STATE_MACHINE_MADE,
+  LOG_DIR,
+  PURGED_CELL,
+  SM_DIR,
+  VOTE_CELL,
+  rewriteGroupFile,
+  type GroupFile,
+} from './fs-layout.js';
+import { GROUP_DEFINING_FILES, NO_VOTE, STATE_MACHINE_FILES } from './group-create.js';
 import { ownEntry } from '../fs/own-entry.js';
 import type { FileSystem } from '../fs/types.js';
 import { FsRaftLogStorage, JOURNALED_LOG_SYNC } from './fs-log.js';
@@ -121,6 +132,8 @@ interface Recovering<P extends StateMachinePlugin<unknown>> {
   cells: CellOptions;
   knownDurable: boolean;
   id: string;
+  /** The group's GROUP file as read (or as its creation wrote it). */
+  file: GroupFile;
   groupDir: string;
   opened: Opened<P>;
   journal: NodeJournal;
@@ -129,24 +142,26 @@ interface Recovering<P extends StateMachinePlugin<unknown>> {
 }
 
 /**
- * Opens the group `id` stored in `groupDir` and recovers it (steps 1–5, in order); `journalOps`:
- * its writes the node journal still holds (replayed in step 2).
+ * Opens the group stored in `groupDir` (its GROUP file says `file`) and recovers it (steps 1–5,
+ * in order); `journalOps`: its writes the node journal still holds (replayed in step 2).
  */
 export async function recoverGroup<P extends StateMachinePlugin<unknown>>(
   node: NodeParts<P>,
-  id: string,
+  file: GroupFile,
   groupDir: string,
   journalOps: readonly JournalOp[] = [],
 ): Promise<OpenGroup<P>> {
   const s = node.settings;
+  const id = file.id;
   const opened: Opened<P> = { cells: [], log: null, sm: null, names: new GroupNames() };
   try {
-    await checkDefiningFiles(s.fs, id, groupDir);
+    await checkDefiningFiles(s.fs, id, groupDir, file.stateMachineMade);
     const g: Recovering<P> = {
       s,
       cells: { fs: s.fs, ...GROUP_CELL_OPTIONS, ...(node.knownDurable ? { knownDurable: true } : {}) },
       knownDurable: node.knownDurable,
       id,
+      file,
       groupDir,
       opened,
       journal: node.journal,
@@ -212,14 +227,16 @@ export async function recoverGroup<P extends StateMachinePlugin<unknown>>(
 
 /**
  * Before step 1: every file a group holds from its creation on (group-create.ts) must be there,
- * as itself (not a link). A missing one was lost, and opening on would create it again empty —
- * a log without its entries, a vote or a purged id gone back: CORRUPT naming it.
+ * as itself (not a link), and its state machine's files once its GROUP file says they were made.
+ * A missing one was lost, and opening on would create it again empty — a log without its
+ * entries, a vote or a purged id gone back, a state machine gone back to nothing: CORRUPT naming it.
  */
-async function checkDefiningFiles(fs: FileSystem, id: string, groupDir: string): Promise<void> {
-  for (const name of [LOG_DIR, SM_DIR, path.join(SM_DIR, JOURNAL_DIR), ...GROUP_DEFINING_FILES]) {
+async function checkDefiningFiles(fs: FileSystem, id: string, groupDir: string, stateMachineMade: boolean): Promise<void> {
+  for (const name of stateMachineMade ? [...GROUP_DEFINING_FILES, ...STATE_MACHINE_FILES] : GROUP_DEFINING_FILES) {
     const file = path.join(groupDir, name);
     if ((await ownEntry(fs, file, `raft group ${JSON.stringify(id)}:`)) === null) {
-      throw corrupt(`raft group ${JSON.stringify(id)}: ${file} is missing (every group holds it from its creation on)`, { group: id, path: file });
+      const since = GROUP_DEFINING_FILES.includes(name) ? 'every group holds it from its creation on' : 'its GROUP file says the state machine files were made';
+      throw corrupt(`raft group ${JSON.stringify(id)}: ${file} is missing (${since})`, { group: id, path: file });
     }
   }
 }
@@ -329,6 +346,14 @@ async function loadStateMachine<P extends StateMachinePlugin<unknown>>(
     inlineSyncBelowMs: s.inlineSyncBelowMs,
     ownerLocked: true,
     knownDurable: g.knownDurable,
+    lazy: {
+      made: g.file.stateMachineMade,
+      markMade: async () => {
+        await rewriteGroupFile(s.fs, groupDir, id, GROUP_STATE_MACHINE_MADE);
+        g.file = { ...g.file, version: 2, stateMachineMade: true };
+      },
+      ...(s.mistakes?.markBeforeStateMachineFiles === true ? { markFirst: true } : {}),
+    },
   });
   opened.sm = sm;
   return { sm, snapshotLastLogId: sm.currentSnapshotMeta()?.lastLogId ?? null };

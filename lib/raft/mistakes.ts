@@ -7,7 +7,8 @@
 // group's `FsRaftLogStorage`, which holds one object and consults it at four named points, each
 // marked `mistakes.<name>` in fs-log.ts: `append` (flushBeforeSync), `purge`
 // (dropBeforePurgedId), `saveVote` (voteNotBarrier) and `saveCommitted` (committedBeforeLog); the node's open consults
-// `keepCleanMark` (node.ts), the node journal's checkpoint `dropJournalBeforeGroupSync` (node-journal.ts).
+// `keepCleanMark` (node.ts), the node journal's checkpoint `dropJournalBeforeGroupSync` (node-journal.ts),
+// a state machine's first write `markBeforeStateMachineFiles` (fs-state-machine.ts).
 
 /** @internal */
 export interface RaftMistakes {
@@ -25,4 +26,6 @@ export interface RaftMistakes {
   keepCleanMark?: boolean;
   /** Drop the node journal's records at a checkpoint before the groups holding them synced their logs. */
   dropJournalBeforeGroupSync?: boolean;
+  /** Mark a group's state machine files made in its GROUP file before they are renamed into place and synced. */
+  markBeforeStateMachineFiles?: boolean;
 }

@@ -293,8 +293,9 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
         const at = next++;
         const groupDir = path.join(this.#groupsDir, groupNames[at] as string);
         try {
-          const id = await readGroupFile(fs, groupDir);
-          const opening = recoverGroup(this.#parts, id, groupDir, pending.get(groupNames[at] as string));
+          const file = await readGroupFile(fs, groupDir);
+          const id = file.id;
+          const opening = recoverGroup(this.#parts, file, groupDir, pending.get(groupNames[at] as string));
           opened[at] = [id, opening];
           await opening;
         } catch (err) {
@@ -347,7 +348,7 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
     const groupDir = await createGroupDir(this.#settings, this.#groupsDir, id);
     // Every file and directory of the new group was synced before its rename, and the rename
     // before this: its open need not sync what it reads.
-    return recoverGroup({ ...this.#parts, knownDurable: true }, id, groupDir);
+    return recoverGroup({ ...this.#parts, knownDurable: true }, { id, version: 2, stateMachineMade: false }, groupDir);
   }
 
   close(): Promise<void> {

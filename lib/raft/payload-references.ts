@@ -84,7 +84,7 @@ async function* scanGroups(
   for (const name of names.sort()) {
     if (!isGroupDirName(name)) continue;
     const groupDir = path.join(groupsDir, name);
-    const group = await readGroupFile(fs, groupDir);
+    const group = (await readGroupFile(fs, groupDir)).id;
     // Read, not opened: a scan takes no cell lock and leaves nothing behind.
     const bytes = await peekGrowingCell(fs, path.join(groupDir, PURGED_CELL), GROUP_CELL_SLOT_BYTES, GROUP_CELL_MAX_SLOT_BYTES);
     const purged: LogId | null = bytes === null ? null : decodeOptionalLogId(bytes);

@@ -567,6 +567,72 @@ const installWorkload: RaftCrashWorkload = {
 };
 
 /**
+ * The state machine files of a group, made at its first write: group g (three entries in its
+ * log, nothing applied) applies two, then one more; group h (empty) receives and installs the
+ * snapshot of group src. Every crash state opens; each group shows nothing applied, or a prefix
+ * of its calls at or after the last acknowledged one; a group that shows anything applied has
+ * its GROUP file marked (the open marks files made but not yet marked).
+ */
+const smFirstEntries: Entry[] = [kvCmd(1, 0, 'a', 'first0'), kvCmd(1, 1, 'b', 'first1'.padEnd(700, '=')), kvCmd(1, 2, 'a', 'first2')];
+const stateMachineFilesWorkload: RaftCrashWorkload = {
+  name: 'state-machine-files',
+  async setup(fs, env) {
+    await withGroup(fs, env, async (g, node) => {
+      await new Promise<void>((resolve, reject) => {
+        g.log.append(smFirstEntries, (err) => (err === null ? resolve() : reject(err))).catch(reject);
+      });
+      await node.openGroup('h');
+      const src = await node.openGroup('src');
+      await src.stateMachine.apply(srcEntries);
+      await (await src.stateMachine.getSnapshotBuilder()).buildSnapshot();
+    });
+  },
+  async run(fs, env) {
+    await withGroup(fs, env, async (g, node) => {
+      await g.stateMachine.apply(smFirstEntries.slice(0, 2));
+      fs.mark(env.tag + 'g', 1);
+      await g.stateMachine.apply(smFirstEntries.slice(2));
+      fs.mark(env.tag + 'g', 2);
+      const src = await node.openGroup('src');
+      const snap = await src.stateMachine.getCurrentSnapshot();
+      assert.ok(snap !== null);
+      const h = await node.openGroup('h');
+      const sink = await h.stateMachine.beginReceivingSnapshot();
+      for await (const chunk of snap.data) await sink.write(chunk);
+      await h.stateMachine.installSnapshot(snap.meta, sink);
+      fs.mark(env.tag + 'h', 1);
+    });
+  },
+  async check(state, env) {
+    const { readGroupFile } = await import('../../raft/fs-layout.js');
+    const { groupDirectory } = await import('../../raft/node.js');
+    const image = new MemoryFs({ image: state.image, trace: false });
+    const node = await openCrashNode(image, { dir: env.dir, tag: env.tag });
+    try {
+      const g = await node.openGroup('g');
+      const [gApplied] = await g.stateMachine.appliedState();
+      const gPhases: (LogId | null)[] = [null, lid(1, 0, 2), lid(1, 1, 2), lid(1, 2, 2)];
+      const at = gPhases.findIndex((p) => logIdEquals(p, gApplied));
+      assert.ok(at >= 0, `group g: applied ${JSON.stringify(gApplied)} is a state the calls make`);
+      const gAcked = maxAck(state, env, 'g');
+      assert.ok(at >= (gAcked >= 2 ? 3 : gAcked >= 1 ? 2 : 0), `group g: applied ${JSON.stringify(gApplied)} is behind the acknowledged apply ${gAcked}`);
+      const kv: Record<string, string> = {};
+      for (const k of g.stateMachine.plugin.keys()) kv[k] = dec.decode(g.stateMachine.plugin.get(k) ?? new Uint8Array());
+      assert.deepEqual(kv, kvAfter(smFirstEntries.slice(0, at)), 'group g: the state is the one of its applied position');
+      const h = await node.openGroup('h');
+      const [hApplied] = await h.stateMachine.appliedState();
+      if (maxAck(state, env, 'h') >= 1) assert.deepEqual(hApplied, lid(3, 10, 2), 'group h: the acknowledged install is in effect');
+      else assert.ok(hApplied === null || logIdEquals(hApplied, lid(3, 10, 2)), `group h: applied ${JSON.stringify(hApplied)} is nothing or the install`);
+      for (const [id, applied] of [['g', gApplied], ['h', hApplied]] as const) {
+        if (applied !== null) assert.ok((await readGroupFile(image, groupDirectory(env.dir, id))).stateMachineMade, `group ${id}: applied state with its files marked made`);
+      }
+    } finally {
+      await node.close();
+    }
+  },
+};
+
+/**
  * A node created on an empty disk and two groups created in it (each built whole under a
  * temporary name, then renamed): every crash state opens — a creation cut short is never taken
  * for a damaged store — and shows exactly the groups whose creation was acknowledged, or also
@@ -608,7 +674,16 @@ const createWorkload: RaftCrashWorkload = {
 };
 
 /** Every workload, in the order the test runs them. */
-export const raftCrashWorkloads: readonly RaftCrashWorkload[] = [createWorkload, appendWorkload, truncateWorkload, purgeWorkload, voteWorkload, installWorkload, journalCheckpointWorkload];
+export const raftCrashWorkloads: readonly RaftCrashWorkload[] = [
+  createWorkload,
+  appendWorkload,
+  truncateWorkload,
+  purgeWorkload,
+  voteWorkload,
+  installWorkload,
+  stateMachineFilesWorkload,
+  journalCheckpointWorkload,
+];
 
 export interface RaftCrashRun {
   workload: string;
@@ -649,6 +724,7 @@ const PLANTS: Record<string, RaftMistakes> = {
   'truncate-keeps-checkpoint': { truncateKeepsCheckpoint: true },
   'keep-clean-mark': { keepCleanMark: true },
   'drop-journal-before-group-sync': { dropJournalBeforeGroupSync: true },
+  'mark-before-state-machine-files': { markBeforeStateMachineFiles: true },
 };
 
 /** The workload that exercises each plant. */
@@ -660,6 +736,7 @@ export const PLANT_WORKLOAD: Readonly<Record<string, string>> = {
   'truncate-keeps-checkpoint': 'references',
   'keep-clean-mark': 'clean-close',
   'drop-journal-before-group-sync': 'journal-checkpoint',
+  'mark-before-state-machine-files': 'state-machine-files',
 };
 
 async function runAll(context: WorkloadContext): Promise<WorkloadRun> {
@@ -699,7 +776,7 @@ async function runAll(context: WorkloadContext): Promise<WorkloadRun> {
 export const workload: CrashWorkload = {
   name: 'raft',
   description:
-    'raft store: appends (batched, large, naming a payload, in flight together), truncate, purge, saveVote + saveCommitted behind appends in flight, installSnapshot + apply + build, the payload reference checkpoint across truncations and a purge, the clean-close mark across a kill, a group manifest growing',
+    'raft store: appends (batched, large, naming a payload, in flight together), truncate, purge, saveVote + saveCommitted behind appends in flight, installSnapshot + apply + build, state machine files made at the first apply and the first snapshot receive, the payload reference checkpoint across truncations and a purge, the clean-close mark across a kill, a group manifest growing',
   plants: {
     'flush-before-sync': 'append calls onFlushed when its entries are staged, before the sync that covers them',
     'vote-not-barrier': 'saveVote writes the vote cell without waiting for earlier appends to be durable',
@@ -707,6 +784,7 @@ export const workload: CrashWorkload = {
     'drop-before-purged-id': 'purge drops entries before the purged id is durable',
     'truncate-keeps-checkpoint': 'truncate cuts records the reference checkpoint claims without lowering its coverage first',
     'keep-clean-mark': "a node's open leaves the clean-close mark, so that an open after a kill trusts what is in the page cache only",
+    'mark-before-state-machine-files': "a group's GROUP file marks its state machine files made before they are renamed into place and synced",
   },
   run: runAll,
 };

@@ -1,8 +1,9 @@
 // Offline checks of Raft data (lib/raft/): snapshot files, and groups as lib/raft/fs-layout.ts
 // lays them out (a directory with `GROUP`, `log/`, `vote.cell`, `committed.cell`, `purged.cell`,
-// `sm/journal/`, `sm/snapshots/`). Every file a group holds from its creation on must be there, and
-// a journal that dropped entries (or a purged log) needs a snapshot beside it: errors otherwise,
-// as open answers CORRUPT rather than serve a state that went back.
+// and once its state machine was first written `sm/journal/`, `sm/snapshots/`). Every file a
+// group holds from its creation on must be there, the state machine's once the GROUP file says
+// they were made, and a journal that dropped entries (or a purged log) needs a snapshot beside
+// it: errors otherwise, as open answers CORRUPT rather than serve a state that went back.
 //
 // Owns: `isSnapshotFile` + `checkSnapshotFile` (the stream format of lib/raft/snapshot-format.ts,
 // read with its own streaming reader: magic, header, frames, end marker, CRC), and
@@ -19,8 +20,8 @@
 import * as path from 'node:path';
 import { decodeEntry, decodeOptionalLogId, decodeVote } from '../../raft/codec.js';
 import { readSnapshotStream } from '../../raft/snapshot-format.js';
-import { parseSnapshotFileName, readGroupFile } from '../../raft/fs-layout.js';
-import { GROUP_DEFINING_FILES, NO_VOTE } from '../../raft/group-create.js';
+import { GROUP_FILE_TEMP, LOG_DIR, SM_TEMP, parseSnapshotFileName, readGroupFile } from '../../raft/fs-layout.js';
+import { GROUP_DEFINING_FILES, NO_VOTE, STATE_MACHINE_FILES } from '../../raft/group-create.js';
 import { decodeManifest } from '../../../segments/format.js';
 import { peekManifest } from '../../../segments/manifest.js';
 import { checkCellFile } from './cell.js';
@@ -84,15 +85,22 @@ function decodeVoteCell(bytes: Uint8Array): unknown {
 }
 
 /**
- * Every file a group holds from its creation on (GROUP_DEFINING_FILES): one missing is an error,
- * since open answers CORRUPT rather than make it again empty (a log without its entries, a vote,
- * a committed or a purged id gone back).
+ * Every file a group holds from its creation on (GROUP_DEFINING_FILES), and its state machine's
+ * (STATE_MACHINE_FILES) once the GROUP file says they were made (or cannot say): one missing is
+ * an error, since open answers CORRUPT rather than make it again empty (a log without its
+ * entries, a vote, a committed or a purged id gone back, a state machine gone back to nothing).
+ * The GROUP file and the log directory are reported where they are checked.
  */
-async function checkDefiningFiles(ctx: VerifyContext, dir: string): Promise<void> {
+async function checkDefiningFiles(ctx: VerifyContext, dir: string, stateMachineMade: boolean): Promise<void> {
   for (const name of GROUP_DEFINING_FILES) {
-    if (name === 'GROUP') continue;
+    if (name === 'GROUP' || name === LOG_DIR) continue;
     const file = path.join(dir, name);
     if ((await ctx.fs.stat(file)) === null) ctx.error(file, `raft group: ${name} is missing; every group holds it from its creation on (CORRUPT at open)`);
+  }
+  if (!stateMachineMade) return;
+  for (const name of STATE_MACHINE_FILES) {
+    const file = path.join(dir, name);
+    if ((await ctx.fs.stat(file)) === null) ctx.error(file, `raft group: ${name} is missing; the GROUP file says the state machine's files were made (CORRUPT at open)`);
   }
 }
 
@@ -125,15 +133,21 @@ async function checkSnapshotPresence(ctx: VerifyContext, dir: string, purged: un
 
 /** Checks a Raft group directory; answers the entry names it accounted for (the rest is walked). */
 export async function checkRaftGroup(ctx: VerifyContext, dir: string, names: readonly string[]): Promise<Set<string>> {
-  const claimed = new Set<string>(['GROUP', 'log', 'vote.cell', 'committed.cell', 'purged.cell', REFS_FILE, REFS_TEMP]);
+  // The temporary names (a GROUP file's replacement, the state machine's making) hold nothing
+  // acknowledged: leftovers of a crash, replaced by the next write.
+  const claimed = new Set<string>(['GROUP', 'log', 'vote.cell', 'committed.cell', 'purged.cell', REFS_FILE, REFS_TEMP, GROUP_FILE_TEMP, SM_TEMP]);
   ctx.counts.raftGroups++;
   let id: string | null = null;
+  // Unknown (no readable GROUP file): every file is expected, as of a group of the first format.
+  let stateMachineMade = true;
   if (!names.includes('GROUP')) {
     ctx.error(path.join(dir, 'GROUP'), 'raft group: the GROUP file is missing (CORRUPT at open)');
   } else {
     ctx.sawFile((await ctx.fs.stat(path.join(dir, 'GROUP')))?.size ?? 0);
     try {
-      id = await readGroupFile(ctx.fs, dir);
+      const file = await readGroupFile(ctx.fs, dir);
+      id = file.id;
+      stateMachineMade = file.stateMachineMade;
     } catch (err) {
       if (err instanceof VerifyError) throw err;
       ctx.error(path.join(dir, 'GROUP'), `raft group: ${messageOf(err)}`, 0);
@@ -150,7 +164,7 @@ export async function checkRaftGroup(ctx: VerifyContext, dir: string, names: rea
       return null;
     }
   };
-  await checkDefiningFiles(ctx, dir);
+  await checkDefiningFiles(ctx, dir, stateMachineMade);
   const vote = await decodeCell('vote.cell', decodeVoteCell);
   const committed = await decodeCell('committed.cell', decodeOptionalLogId);
   const purged = await decodeCell('purged.cell', decodeOptionalLogId);
