@@ -94,6 +94,8 @@ class Log implements SegmentedLog {
   readonly #reader: Reader;
   /** setWriteBehind's threshold (0: none). */
   #writeBehind = 0;
+  /** An append or a structural change (truncate, drop, reset) was issued since open. */
+  #changed = false;
 
   constructor(dir: string, config: LogConfig, lock: FileHandle | null, cell: ManifestCell) {
     const s = (this.#s = new LogState(dir, config, cell, this));
@@ -217,6 +219,7 @@ class Log implements SegmentedLog {
     const first = s.end;
     if (!Number.isSafeInteger(first + records.length)) throw invalid('log index would pass 2^53');
     if (records.length === 0) return { first, op: null };
+    this.#changed = true;
     s.end += records.length;
     const op: AppendOp = {
       kind: 'append',
@@ -286,6 +289,7 @@ class Log implements SegmentedLog {
       return Promise.reject(err);
     }
     const op: StructOp = { kind, index, done: deferred() };
+    if (kind !== 'sync') this.#changed = true;
     this.#queue.push(op);
     this.#kick();
     return op.done.promise;
@@ -391,7 +395,8 @@ class Log implements SegmentedLog {
         // synced, file and name, it is the durable floor below which a shortfall is damage.
         const seg = s.active;
         await this.#structure.cutStale(seg);
-        if (seg.count > 0) {
+        // Unless nothing changed since an open that found that table durable in the index.
+        if (seg.count > 0 && (this.#changed || !seg.indexDurable)) {
           await this.#files.writeIndexFile(seg, encodeIndex(seg.base, seg.id, seg.offsets!, seg.count, seg.tableEnd), true);
           if (!seg.indexNamed) await this.#files.syncDirectory();
           seg.indexNamed = true;

@@ -227,6 +227,10 @@ export async function recoverTail(r: RecoveryRooms, seg: Segment): Promise<void>
     assert(seg.tableEnd <= size && (seg.count === 0 || seg.frameStart(0) === HEADER_BYTES), 'the recovered frames run from the header to the valid end');
     assert(idx === null || seg.tableEnd >= idx.endOffset, 'recovery never cuts below the durable floor');
     const cut = await cutTornTail(handle, seg, result.endOffset, size, result.restIsZero);
+    // The index on disk is the table as it stands, and durable (the owner says every file is):
+    // a close that changes nothing leaves it as it is.
+    seg.indexDurable = s.knownDurable && !cut && idx !== null && idx.count > 0 && seg.count === idx.count && seg.tableEnd === idx.endOffset;
+    if (seg.indexDurable) seg.indexNamed = true;
     // The valid prefix may be in the page cache only (the last process was killed before its
     // sync). The next roll would seal it, so it is made durable now, with the cut — unless the
     // owner knows the file is durable and nothing was cut (LogConfig.knownDurable).

@@ -36,6 +36,12 @@ export class Segment {
   stale = false;
   /** This process synced the directory after writing the segment's index: its name is durable. */
   indexNamed = false;
+  /**
+   * The segment's index file lists exactly its table and is durable: read at open from a log
+   * known durable, with nothing scanned past it and nothing cut (recovery.ts). A close that
+   * changed nothing need not write it again.
+   */
+  indexDurable = false;
   /** Reads in flight: an unlink waits for them. */
   readers = 0;
   removed = false;

@@ -32,8 +32,17 @@ function entry(term: number, index: number, digests: string[], pad = 0): Entry {
   return { logId: lid(term, index), payload: digests.length === 0 ? { type: 'normal', data } : { type: 'normal', data, payloads: digests } };
 }
 
-function open(fs: FileSystem, segmentBytes?: number): Promise<RaftNode<KvPlugin>> {
-  return openRaftNode(DIR, { fs, clock: new ManualClock(), ...(segmentBytes === undefined ? {} : { segmentBytes }) });
+/**
+ * The node of these tests: every close writes the checkpoint (no scan allowance), so that the
+ * checkpoint's own paths are what they check; the allowance has a test of its own (the last).
+ */
+function open(fs: FileSystem, segmentBytes?: number, scanAllowance = 0): Promise<RaftNode<KvPlugin>> {
+  return openRaftNode(DIR, {
+    fs,
+    clock: new ManualClock(),
+    ...(segmentBytes === undefined ? {} : { segmentBytes }),
+    referenceScanAllowanceBytes: scanAllowance,
+  } as Parameters<typeof openRaftNode<KvPlugin>>[1]);
 }
 
 async function append(node: RaftNode<KvPlugin>, entries: Entry[]): Promise<void> {
@@ -276,4 +285,35 @@ test('a failed checkpoint write fails what waits on it and poisons the group; th
   const after = await findings(mem.currentImage(), d);
   assert.equal(after.rec.referenceCheckpoint, 'used');
   assert.deepEqual(after.listed, ['0:0', '2:1', '2:2', '5:3', '8:4', '9:0'], 'nothing was truncated');
+});
+
+test('a small group writes no checkpoint at close: its next open scans its few records; past the allowance, the close writes one', async () => {
+  const { fs, d } = await withPayloads();
+  const gd = groupDirectory(DIR, 'g');
+  let node = await open(fs, undefined, 64 * 1024);
+  await append(node, firstTen(d));
+  await node.close();
+  assert.equal(await fs.lstat(path.posix.join(gd, 'refs.ckpt')), null, 'ten small records: no checkpoint file');
+  node = await open(fs, undefined, 64 * 1024);
+  let rec = node.recovery.get('g');
+  assert.equal(rec?.referenceCheckpoint, 'absent');
+  assert.equal(rec?.recordsScanned, 10);
+  assert.equal(rec?.namingRecords, 5, 'every naming record found by the scan');
+  assert.deepEqual(
+    d.map((x) => node.isNamed(x)),
+    [true, true, true, true, true, false, false, false],
+  );
+  // 70 KiB more of records: past the allowance, so the close writes the checkpoint.
+  await append(
+    node,
+    Array.from({ length: 10 }, (_, i) => entry(1, 10 + i, [], 7 * 1024)),
+  );
+  await node.close();
+  assert.ok((await fs.lstat(path.posix.join(gd, 'refs.ckpt'))) !== null, 'past the allowance: a checkpoint file');
+  node = await open(fs, undefined, 64 * 1024);
+  rec = node.recovery.get('g');
+  assert.equal(rec?.referenceCheckpoint, 'used');
+  assert.equal(rec?.recordsScanned, 0);
+  assert.equal(rec?.namingRecords, 5);
+  await node.close();
 });

@@ -192,7 +192,11 @@ export async function recoverGroup<P extends StateMachinePlugin<unknown>>(
       maxRecordBytes: s.maxEntryBytes,
       pool: node.pool,
       mistakes: s.mistakes,
-      references: new ReferenceCheckpointer(s.fs, groupDir, s.segmentBytes, checked.plan.durable, s.mistakes?.truncateKeepsCheckpoint === true),
+      references: new ReferenceCheckpointer(s.fs, groupDir, s.segmentBytes, checked.plan.durable, {
+        skipLowering: s.mistakes?.truncateKeepsCheckpoint === true,
+        uncoveredBytes: checked.plan.scannedBytes,
+        ...(s.referenceScanAllowanceBytes !== undefined ? { scanAllowance: s.referenceScanAllowanceBytes } : {}),
+      }),
       journal: node.journal,
       journalKey: Buffer.from(path.basename(groupDir), 'hex'),
       ...(s.journalMode !== undefined ? { journalMode: s.journalMode } : {}),

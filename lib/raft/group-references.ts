@@ -30,8 +30,9 @@ export interface ReferencePlan {
   claimed: NamingRecord[];
   /** The log's records from this index on are read. */
   scanFrom: number;
-  /** Records the scan read (counted as `namingRecordsOf` runs). */
+  /** Records the scan read (counted as `namingRecordsOf` runs), and their bytes. */
   scanned: number;
+  scannedBytes: number;
   /** The coverage of the checkpoint on disk that the log store must lower before a truncation cuts it. */
   durable: { from: number; upTo: number } | null;
 }
@@ -63,7 +64,7 @@ export async function readRecordLogId(log: SegmentedLog, index: number): Promise
 export async function planGroupReferences(fs: FileSystem, groupDir: string, log: SegmentedLog, lo: number): Promise<ReferencePlan> {
   const end = log.endIndex;
   const read = await readReferenceCheckpoint(fs, groupDir);
-  const full = (checkpoint: CheckpointUse, reason: string | null): ReferencePlan => ({ checkpoint, reason, claimed: [], scanFrom: lo, scanned: 0, durable: null });
+  const full = (checkpoint: CheckpointUse, reason: string | null): ReferencePlan => ({ checkpoint, reason, claimed: [], scanFrom: lo, scanned: 0, scannedBytes: 0, durable: null });
   if (read.kind === 'absent') return full('absent', null);
   if (read.kind === 'damaged') return full('damaged', read.reason);
   const c = read.checkpoint;
@@ -73,7 +74,7 @@ export async function planGroupReferences(fs: FileSystem, groupDir: string, log:
   // A checkpoint that covers nothing vouches for nothing: every live record is read (it may start
   // below `lo`'s old place, after a truncation of everything and an append at a lower index).
   const scanFrom = c.upTo > c.from ? Math.max(lo, c.upTo) : lo;
-  return { checkpoint: 'used', reason: null, claimed, scanFrom, scanned: 0, durable: { from: c.from, upTo: c.upTo } };
+  return { checkpoint: 'used', reason: null, claimed, scanFrom, scanned: 0, scannedBytes: 0, durable: { from: c.from, upTo: c.upTo } };
 }
 
 /** The naming records of the plan: those it claims, then those a scan of the rest of the log finds. */
@@ -82,6 +83,7 @@ export async function* namingRecordsOf(plan: ReferencePlan, log: SegmentedLog): 
   for await (const recs of liveRecordChunks(log, plan.scanFrom)) {
     plan.scanned += recs.length;
     for (const rec of recs) {
+      plan.scannedBytes += rec.length;
       const { logId, digests } = decodeEntryNames(rec);
       if (digests.length > 0) yield { logId, digests };
     }
@@ -90,7 +92,7 @@ export async function* namingRecordsOf(plan: ReferencePlan, log: SegmentedLog): 
 
 /** Every naming record of the live log [lo, end), by a scan (verify's cross-check). */
 export async function* scanNamingRecords(log: SegmentedLog, lo: number): AsyncGenerator<NamingRecord> {
-  yield* namingRecordsOf({ checkpoint: 'absent', reason: null, claimed: [], scanFrom: lo, scanned: 0, durable: null }, log);
+  yield* namingRecordsOf({ checkpoint: 'absent', reason: null, claimed: [], scanFrom: lo, scanned: 0, scannedBytes: 0, durable: null }, log);
 }
 
 /**

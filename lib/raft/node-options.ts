@@ -80,6 +80,11 @@ export interface NodeSettings<P extends StateMachinePlugin<unknown>> {
   journalIdleCheckpointMs: number | undefined;
   /** Test-only: groups always journal their writes, or never (fs-log.ts JournalMode; default auto). */
   journalMode: 'auto' | 'journal' | 'direct' | 'alternate' | undefined;
+  /**
+   * Test-only: the live record bytes a group may leave to the next open's scan instead of writing
+   * its first reference checkpoint at close (reference-checkpoint.ts; 0: always write one).
+   */
+  referenceScanAllowanceBytes: number | undefined;
 }
 
 function nonNegativeMs(v: unknown, what: string): number {
@@ -110,5 +115,6 @@ export function parseNodeOptions<P extends StateMachinePlugin<unknown>>(dir: str
     journalCheckpointBytes: (options as { journalCheckpointBytes?: number }).journalCheckpointBytes,
     journalIdleCheckpointMs: (options as { journalIdleCheckpointMs?: number }).journalIdleCheckpointMs,
     journalMode: (options as { journalMode?: 'auto' | 'journal' | 'direct' | 'alternate' }).journalMode,
+    referenceScanAllowanceBytes: (options as { referenceScanAllowanceBytes?: number }).referenceScanAllowanceBytes,
   };
 }

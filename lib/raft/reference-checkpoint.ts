@@ -184,10 +184,21 @@ export interface CheckpointHost {
 }
 
 /**
+ * The live record bytes a group may leave to be scanned at the next open instead of writing its
+ * first checkpoint at close: a small group (a queue that holds a few entries) is then one file
+ * and four system calls lighter, and its close makes no temporary file, sync, rename and
+ * directory sync; its open reads those few records (from the log's last segment, which its
+ * first read reads anyway) instead of the checkpoint file. Once a checkpoint exists it is kept
+ * up to date as before.
+ */
+export const REFERENCE_SCAN_ALLOWANCE_BYTES = 64 * 1024;
+
+/**
  * Writes one group's checkpoint off the append path: after every `everyBytes` of appended
  * records (once they are durable), when a truncation would cut claimed records (before it is
- * issued), and at close. One write at a time; a failed one rejects whatever waits on it (the log
- * store poisons itself).
+ * issued), and at close — unless no checkpoint exists yet and the live records not covered come
+ * to at most `scanAllowance` bytes (REFERENCE_SCAN_ALLOWANCE_BYTES). One write at a time; a
+ * failed one rejects whatever waits on it (the log store poisons itself).
  */
 export class ReferenceCheckpointer {
   readonly #fs: FileSystem;
@@ -201,13 +212,28 @@ export class ReferenceCheckpointer {
   #failure: ((err: unknown) => void) | null = null;
   /** Test-only: skip the lowering before a truncation (the crash tests must catch it). */
   readonly #skipLowering: boolean;
+  /** Bytes of live records no checkpoint covers (an over-estimate: a truncation does not lower it). */
+  #uncovered: number;
+  readonly #scanAllowance: number;
 
-  constructor(fs: FileSystem, groupDir: string, everyBytes: number, durable: Coverage | null, skipLowering = false) {
+  /**
+   * `uncoveredBytes`: the bytes of the live records the open read past the checkpoint it
+   * believed (all of them without one).
+   */
+  constructor(
+    fs: FileSystem,
+    groupDir: string,
+    everyBytes: number,
+    durable: Coverage | null,
+    options: { skipLowering?: boolean; uncoveredBytes?: number; scanAllowance?: number } = {},
+  ) {
     this.#fs = fs;
     this.#groupDir = groupDir;
     this.#everyBytes = everyBytes;
     this.#durable = durable;
-    this.#skipLowering = skipLowering;
+    this.#skipLowering = options.skipLowering === true;
+    this.#uncovered = options.uncoveredBytes ?? 0;
+    this.#scanAllowance = options.scanAllowance ?? REFERENCE_SCAN_ALLOWANCE_BYTES;
   }
 
   /** Connects the log store (at its construction); `onFailure` hears a failed background write. */
@@ -228,6 +254,7 @@ export class ReferenceCheckpointer {
    * is synced by the node journal's checkpoints otherwise, fs-log.ts).
    */
   appended(bytes: number, end: number, last: LogId, makeDurable: () => Promise<void>): void {
+    this.#uncovered += bytes;
     this.#bytesSince += bytes;
     if (this.#bytesSince < this.#everyBytes || this.#inFlight !== null) return;
     this.#bytesSince = 0;
@@ -297,8 +324,9 @@ export class ReferenceCheckpointer {
     const end = host.log.endIndex;
     const d = this.#durable;
     if (d !== null && d.from === lo && d.upTo === end) return;
-    // No checkpoint and no live record: nothing to scan at open either (a fresh group stays one file lighter).
-    if (d === null && end <= lo) return;
+    // No checkpoint, and no live record or only a few: the next open scans them (a small group
+    // stays one file lighter, and its close writes nothing here).
+    if (d === null && (end <= lo || this.#uncovered <= this.#scanAllowance)) return;
     await this.#write(end, end > lo ? last : null);
   }
 }

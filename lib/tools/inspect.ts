@@ -66,7 +66,8 @@ function line(root: string, d: Described): string[] {
     case 'raft-group':
       return [
         `${at}/: Raft group ${JSON.stringify(v['id'])}, vote ${voteText(v['vote'])}, committed ${logIdText(v['committed'])}, purged ${logIdText(v['purged'])}, ` +
-          `${String(v['entries'])} entries, ${String(v['payloadsNamed'])} payload(s) named`,
+          `${String(v['entries'])} entries, ${String(v['payloadsNamed'])} payload(s) named` +
+          (v['stateMachineFiles'] === false ? ', state machine files not yet made (nothing applied)' : ''),
       ];
     case 'host-realm':
       return hostLines(at, v);

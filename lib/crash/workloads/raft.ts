@@ -26,8 +26,12 @@ import type { CrashWorkload, WorkloadContext, WorkloadRun } from './types.js';
 
 /** The node directory of a workload run on its own. */
 export const RAFT_CRASH_NODE = '/n';
-/** Small segments, so that the workloads roll and truncate across segment files. */
-const NODE_OPTIONS = { segmentBytes: 2048, journalSegmentBytes: 2048 } as const;
+/**
+ * Small segments, so that the workloads roll and truncate across segment files; every close
+ * writes the reference checkpoint (no scan allowance: reference-checkpoint.ts), so that the
+ * checkpoint's writes and lowerings are in the traces of these small logs.
+ */
+const NODE_OPTIONS = { segmentBytes: 2048, journalSegmentBytes: 2048, referenceScanAllowanceBytes: 0 } as const;
 
 /** Where a workload runs: its node directory, the prefix of its marks, and any planted mistake. */
 export interface RaftCrashEnv {

@@ -170,7 +170,7 @@ export async function checkRaftGroup(ctx: VerifyContext, dir: string, names: rea
   const purged = await decodeCell('purged.cell', decodeOptionalLogId);
   await checkSnapshotPresence(ctx, dir, purged);
   if (!names.includes('log')) {
-    ctx.describe({ kind: 'raft-group', path: dir, id, vote, committed, purged, log: null, entries: 0, payloadsNamed: 0 });
+    ctx.describe({ kind: 'raft-group', path: dir, id, vote, committed, purged, log: null, entries: 0, payloadsNamed: 0, stateMachineFiles: stateMachineMade });
     return claimed;
   }
 
@@ -196,7 +196,7 @@ export async function checkRaftGroup(ctx: VerifyContext, dir: string, names: rea
     const p = purged as { index: number } | null | undefined;
     await refs.finish(Math.max(log.firstIndex, p === null || p === undefined ? 0 : p.index + 1), log.endIndex);
   }
-  ctx.describe({ kind: 'raft-group', path: dir, id, vote, committed, purged, log, entries, payloadsNamed: digests.size });
+  ctx.describe({ kind: 'raft-group', path: dir, id, vote, committed, purged, log, entries, payloadsNamed: digests.size, stateMachineFiles: stateMachineMade });
   if (digests.size > 0) {
     ctx.deferred.push(async () => {
       // The node's payload store: one whose parent directory is the group's or an ancestor's.
