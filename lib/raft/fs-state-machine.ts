@@ -241,11 +241,6 @@ export class FsStateMachine<P extends StateMachinePlugin<unknown>> implements Ra
     return this.#plugin;
   }
 
-  /** True once the state machine's files exist (made with the group, or at its first write). */
-  get filesMade(): boolean {
-    return this.#journal !== null;
-  }
-
   /**
    * The applied journal, its files made first when they are not yet (one making at a time; a
    * failure poisons: the files may be half made, and the GROUP file may say either).
@@ -638,6 +633,7 @@ export class FsStateMachine<P extends StateMachinePlugin<unknown>> implements Ra
   async beginReceivingSnapshot(): Promise<SnapshotSink> {
     this.#check();
     await this.#made();
+    this.#check(); // a close that began meanwhile discards no sink made after it
     const temp = path.join(this.#snapDir, snapshotTempName(this.#nextSeq, randomBytes(8).toString('hex')));
     let handle: FileHandle;
     try {
