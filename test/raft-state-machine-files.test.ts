@@ -158,6 +158,22 @@ test('files made but not yet marked (a crash between) open as made, and are mark
   await node.close();
 });
 
+test('files made but not yet marked, one of them lost since: CORRUPT naming it, never a journal made again empty', async () => {
+  const fs = new MemoryFs({ trace: false });
+  const node = await open(fs);
+  await (await node.openGroup('g')).stateMachine.apply([kv(0)]);
+  await node.close();
+  const gd = groupDirectory(DIR, 'g');
+  await writeWhole(fs, path.posix.join(gd, 'GROUP'), encodeGroupFile('g', 0));
+  const manifest = path.posix.join(gd, 'sm', 'journal', 'MANIFEST');
+  await fs.unlink(manifest);
+  await assert.rejects(open(fs), (err: unknown) => {
+    assert.ok(isSeglogError(err, 'CORRUPT'), String(err));
+    assert.equal(err.details['path'], manifest);
+    return true;
+  });
+});
+
 test('leftovers of a making or a GROUP replacement cut short are not the group and are replaced by the next one', async () => {
   const fs = new MemoryFs({ trace: false });
   let node = await open(fs);

@@ -16,7 +16,8 @@
 // - Rules are checked in the order they were added; the first that picks a call fails it.
 
 import * as posix from 'node:path/posix';
-import type { EntryStat, FileHandle, FileStat, FileSystem, OpenMode, SyncWhere } from './types.js';
+import type { DirEntry, EntryStat, FileHandle, FileStat, FileSystem, OpenMode, SyncWhere } from './types.js';
+import { listEntries } from './own-entry.js';
 import { errnoError, type FsCallKind } from './memory.js';
 
 /** A path pattern: an exact path, a trailing part after a '/' ('seg' matches '/d/seg'), a glob
@@ -279,6 +280,11 @@ export class FaultyFs implements FileSystem {
 
   readdir(dir: string): Promise<string[]> {
     return this.run({ kind: 'readdir', path: dir }, () => this.inner.readdir(dir));
+  }
+
+  /** Counted and faulted as a `readdir`; a layer under it without the call answers it by lstats. */
+  readdirEntries(dir: string): Promise<DirEntry[]> {
+    return this.run({ kind: 'readdir', path: dir }, () => listEntries(this.inner, dir));
   }
 
   mkdir(dir: string): Promise<void> {

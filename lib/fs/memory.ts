@@ -23,7 +23,7 @@
 // Paths are '/'-separated; a relative path is taken relative to '/'.
 
 import * as posix from 'node:path/posix';
-import type { EntryStat, FileHandle, FileStat, FileSystem, OpenMode } from './types.js';
+import type { DirEntry, EntryStat, FileHandle, FileStat, FileSystem, OpenMode } from './types.js';
 
 // ---------------------------------------------------------------------------------------------
 // Content: a file's bytes in copy-on-write pages.
@@ -577,6 +577,20 @@ export class MemoryFs implements FileSystem {
       if (node.kind !== 'dir') throw errnoError('ENOTDIR', 'scandir', abs);
       this.#machine.record({ kind: 'readdir', process: this.#process, path: abs, inode: node.id });
       return [...node.current.keys()];
+    } catch (err) {
+      return this.#fail('readdir', abs, err as NodeJS.ErrnoException);
+    }
+  }
+
+  async readdirEntries(p: string): Promise<DirEntry[]> {
+    const abs = normalizePath(p);
+    this.#live('scandir', abs);
+    try {
+      const node = this.#lookup(abs, 'scandir');
+      if (node === undefined) throw errnoError('ENOENT', 'scandir', abs);
+      if (node.kind !== 'dir') throw errnoError('ENOTDIR', 'scandir', abs);
+      this.#machine.record({ kind: 'readdir', process: this.#process, path: abs, inode: node.id });
+      return [...node.current].map(([name, id]) => ({ name, kind: this.#machine.nodes.get(id)?.kind === 'dir' ? 'directory' : 'file' }));
     } catch (err) {
       return this.#fail('readdir', abs, err as NodeJS.ErrnoException);
     }

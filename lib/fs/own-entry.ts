@@ -1,7 +1,7 @@
 // Entries a store treats as its own: checked before they are listed, opened as a store's part or
 // removed as a leftover.
 //
-// Owns: `ownEntry` and `removeOwnTree`. Guarantees: a symbolic link found where a store expects
+// Owns: `ownEntry`, `listEntries` and `removeOwnTree`. Guarantees: a symbolic link found where a store expects
 // one of its own files or directories is never followed and never removed: the answer is CORRUPT
 // naming the path (no store writes a link, so one inside a store directory is not its data).
 // `removeOwnTree` checks every entry of a tree before it removes the first, so a link anywhere
@@ -9,7 +9,7 @@
 
 import * as path from 'node:path';
 import { corrupt, fromIo } from '../errors.js';
-import type { EntryStat, FileSystem } from './types.js';
+import type { DirEntry, EntryStat, FileSystem } from './types.js';
 
 /**
  * The entry at `p` as itself (never through a symbolic link), or null when it is absent.
@@ -27,6 +27,21 @@ export async function ownEntry(fs: FileSystem, p: string, what: string): Promise
     throw corrupt(`${what} ${p} is a symbolic link: a store never writes one, and never follows or removes one`, { path: p });
   }
   return st;
+}
+
+/**
+ * The entries of `dir` with their kinds, never through a link: one `readdirEntries` where the
+ * layer has it, else a `readdir` and an `lstat` per entry (an entry gone between the two is left
+ * out). ENOENT (as the layer throws it) when `dir` is missing.
+ */
+export async function listEntries(fs: FileSystem, dir: string): Promise<DirEntry[]> {
+  if (fs.readdirEntries !== undefined) return fs.readdirEntries(dir);
+  const out: DirEntry[] = [];
+  for (const name of await fs.readdir(dir)) {
+    const st = await fs.lstat(path.join(dir, name));
+    if (st !== null) out.push({ name, kind: st.isSymbolicLink ? 'symlink' : st.isDirectory ? 'directory' : 'file' });
+  }
+  return out;
 }
 
 /**

@@ -281,6 +281,12 @@ export const realFs: FileSystem = {
   // (a group's or a log's few files, 256 shards of blobs, homes and refcounts), and on a busy
   // machine the pool's hand-off costs more than a listing of a few hundred names.
   readdir: async (dir) => fs.readdirSync(dir),
+  // d_type from the same getdents (Node lstats an entry the file system did not type).
+  readdirEntries: async (dir) =>
+    fs.readdirSync(dir, { withFileTypes: true }).map((e) => ({
+      name: e.name,
+      kind: e.isSymbolicLink() ? 'symlink' : e.isDirectory() ? 'directory' : e.isFile() ? 'file' : 'other',
+    })),
   mkdir: async (dir) => {
     await fs.promises.mkdir(dir, { recursive: true });
   },

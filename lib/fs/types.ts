@@ -30,6 +30,12 @@ export interface FileStat {
 }
 
 /** What `lstat` answers: the entry itself, never what a symbolic link points to. */
+/** One entry of a directory listing (FileSystem.readdirEntries). */
+export interface DirEntry {
+  name: string;
+  kind: 'file' | 'directory' | 'symlink' | 'other';
+}
+
 export interface EntryStat extends FileStat {
   /** True when the entry is a symbolic link (then `isDirectory` is false, `size` the link's). */
   isSymbolicLink: boolean;
@@ -89,6 +95,12 @@ export interface FileSystem {
   open(path: string, mode: OpenMode): Promise<FileHandle>;
   /** Names in a directory ('.' and '..' excluded), in no particular order. 'ENOENT' when missing. */
   readdir(dir: string): Promise<string[]>;
+  /**
+   * Like `readdir`, with each entry's kind as the directory itself records it (a symbolic link is
+   * reported as one, never followed): one call where a `readdir` and an `lstat` per entry would
+   * be many. Optional: a caller falls back to `lstat` on a layer without it.
+   */
+  readdirEntries?(dir: string): Promise<DirEntry[]>;
   /** Creates a directory and any missing parents; succeeds when it exists. */
   mkdir(dir: string): Promise<void>;
   /** Atomically replaces `to` with `from` (POSIX rename). */

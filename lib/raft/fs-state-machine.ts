@@ -81,7 +81,14 @@ export interface FsStateMachineOptions<P extends StateMachinePlugin<unknown>> {
    * an absent `dir` is a state machine that has applied nothing, made at its first write, and
    * `markMade` records them made (after they are durable, before anything is written to them).
    */
-  lazy?: { made: boolean; markMade: () => Promise<void>; /** Test-only (mistakes.markBeforeStateMachineFiles): mark first. */ markFirst?: boolean };
+  lazy?: {
+    made: boolean;
+    markMade: () => Promise<void>;
+    /** Whether `dir` exists, as a listing of its parent just showed (checked for links there); looked up when absent. */
+    present?: boolean;
+    /** Test-only (mistakes.markBeforeStateMachineFiles): mark first. */
+    markFirst?: boolean;
+  };
 }
 
 /** Opens (recovers) the state machine stored under `options.dir`. */
@@ -91,12 +98,20 @@ export async function openFsStateMachine<P extends StateMachinePlugin<unknown>>(
   const lazy = options.lazy;
   if (lazy !== undefined && !lazy.made) {
     // Never through a link: the directory is the group's own, or damage.
-    if ((await ownEntry(fs, dir, `raft group ${JSON.stringify(options.groupId)}:`)) === null) {
+    const present = lazy.present ?? (await ownEntry(fs, dir, `raft group ${JSON.stringify(options.groupId)}:`)) !== null;
+    if (!present) {
       return new FsStateMachine<P>(options, snapDir, null, newPlugin(options.plugin), null, 0);
     }
     // Made and renamed into place, but the crash came before the GROUP file said so: its files
-    // are whole (the rename came after their syncs). Marked now, then opened as made.
+    // are whole (the rename came after their syncs). Marked now, then opened as made — and one
+    // missing now was lost, not yet to be made (the open of the journal would make it again empty).
     await lazy.markMade();
+    for (const name of [path.join(JOURNAL_DIR, 'MANIFEST'), SNAPSHOTS_DIR]) {
+      const p = path.join(dir, name);
+      if ((await ownEntry(fs, p, `raft group ${JSON.stringify(options.groupId)}:`)) === null) {
+        throw corrupt(`raft group ${JSON.stringify(options.groupId)}: ${p} is missing (its state machine directory was made whole)`, { group: options.groupId, path: p });
+      }
+    }
   }
   try {
     // Made with the group (group-create.ts); the mkdir only when it is not there (every reopen of
@@ -262,7 +277,7 @@ export class FsStateMachine<P extends StateMachinePlugin<unknown>> implements Ra
   /** The applied journal of a state machine whose files are made (asserted). */
   #madeJournal(): SegmentedLog {
     const j = this.#journal;
-    if (j === null) throw new Error(`raft state machine of group ${this.groupId}: its files are not made`);
+    assert(j !== null, 'the journal is used only once the state machine files are made');
     return j;
   }
 

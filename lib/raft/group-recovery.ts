@@ -19,7 +19,7 @@
 import * as path from 'node:path';
 import { openOwnedCell, type Cell, type CellOptions } from '../../cells/index.js';
 import { openSegmentedLog, type SegmentedLog, type SegmentedLogOptions } from '../../segments/index.js';
-import { corrupt } from '../errors.js';
+import { SeglogError, corrupt, fromIo } from '../errors.js';
 import type { FsPayloadStore } from '../payloads/index.js';
 import { decodeEntry, decodeEntryLogId, decodeOptionalLogId, decodeVote } from './codec.js';
 import {
@@ -35,8 +35,8 @@ import {
   type GroupFile,
 } from './fs-layout.js';
 import { GROUP_DEFINING_FILES, NO_VOTE, STATE_MACHINE_FILES } from './group-create.js';
-import { ownEntry } from '../fs/own-entry.js';
-import type { FileSystem } from '../fs/types.js';
+import { listEntries, ownEntry } from '../fs/own-entry.js';
+import type { DirEntry, FileSystem } from '../fs/types.js';
 import { FsRaftLogStorage, JOURNALED_LOG_SYNC } from './fs-log.js';
 import { replayJournal } from './journal-replay.js';
 import type { JournalOp, NodeJournal } from './node-journal.js';
@@ -45,7 +45,7 @@ import type { KvPlugin } from './kv.js';
 import type { NodeSettings } from './node-options.js';
 import { namingRecordsOf, planGroupReferences, replaceStaleCheckpoint, type CheckpointUse, type ReferencePlan } from './group-references.js';
 import { GroupNames, type PayloadNameIndex } from './payload-names.js';
-import { ReferenceCheckpointer } from './reference-checkpoint.js';
+import { REFS_FILE, ReferenceCheckpointer } from './reference-checkpoint.js';
 import type { StateMachinePlugin } from './plugin.js';
 import type { RecordPool } from './record-pool.js';
 import { cloneOptionalLogId, compareLogId, logIdEquals, nextIndex, type LogId, type Vote } from './types.js';
@@ -135,6 +135,8 @@ interface Recovering<P extends StateMachinePlugin<unknown>> {
   /** The group's GROUP file as read (or as its creation wrote it). */
   file: GroupFile;
   groupDir: string;
+  /** The group directory's entries as its open listed them (checkDefiningFiles). */
+  top: ReadonlyMap<string, DirEntry['kind']>;
   opened: Opened<P>;
   journal: NodeJournal;
   /** The group's writes the node journal still holds, in call order. */
@@ -155,7 +157,7 @@ export async function recoverGroup<P extends StateMachinePlugin<unknown>>(
   const id = file.id;
   const opened: Opened<P> = { cells: [], log: null, sm: null, names: new GroupNames() };
   try {
-    await checkDefiningFiles(s.fs, id, groupDir, file.stateMachineMade);
+    const top = await checkDefiningFiles(s.fs, id, groupDir, file.stateMachineMade);
     const g: Recovering<P> = {
       s,
       cells: { fs: s.fs, ...GROUP_CELL_OPTIONS, ...(node.knownDurable ? { knownDurable: true } : {}) },
@@ -163,6 +165,7 @@ export async function recoverGroup<P extends StateMachinePlugin<unknown>>(
       id,
       file,
       groupDir,
+      top,
       opened,
       journal: node.journal,
       journalOps,
@@ -172,7 +175,7 @@ export async function recoverGroup<P extends StateMachinePlugin<unknown>>(
     const log = logState.log;
     const { sm, snapshotLastLogId } = await loadStateMachine(g);
     const { applied, replayed, behindLog } = await reconcile(id, log, sm, committed, logState.lo);
-    const checked = await verifyPayloadReferences(node, id, groupDir, log, logState.lo, logState.lastLogId, opened.names);
+    const checked = await verifyPayloadReferences(node, id, groupDir, log, logState.lo, logState.lastLogId, opened.names, top.has(REFS_FILE));
 
     const payloads = node.payloads;
     const logStore = new FsRaftLogStorage({
@@ -235,14 +238,34 @@ export async function recoverGroup<P extends StateMachinePlugin<unknown>>(
  * A missing one was lost, and opening on would create it again empty — a log without its
  * entries, a vote or a purged id gone back, a state machine gone back to nothing: CORRUPT naming it.
  */
-async function checkDefiningFiles(fs: FileSystem, id: string, groupDir: string, stateMachineMade: boolean): Promise<void> {
+async function checkDefiningFiles(fs: FileSystem, id: string, groupDir: string, stateMachineMade: boolean): Promise<ReadonlyMap<string, DirEntry['kind']>> {
+  // The group directory's own entries in one listing (with their kinds: a link is never
+  // followed); the deeper ones one lstat each.
+  let top: Map<string, DirEntry['kind']>;
+  try {
+    top = new Map((await listEntries(fs, groupDir)).map((e) => [e.name, e.kind]));
+  } catch (err) {
+    throw fromIo(err, 'list', groupDir);
+  }
+  const what = `raft group ${JSON.stringify(id)}:`;
+  const linked = (file: string): SeglogError => corrupt(`${what} ${file} is a symbolic link: a store never writes one, and never follows or removes one`, { path: file });
+  if (top.get(SM_DIR) === 'symlink') throw linked(path.join(groupDir, SM_DIR));
   for (const name of stateMachineMade ? [...GROUP_DEFINING_FILES, ...STATE_MACHINE_FILES] : GROUP_DEFINING_FILES) {
     const file = path.join(groupDir, name);
-    if ((await ownEntry(fs, file, `raft group ${JSON.stringify(id)}:`)) === null) {
+    let present: boolean;
+    if (name.includes(path.sep)) {
+      present = (await ownEntry(fs, file, what)) !== null;
+    } else {
+      const kind = top.get(name);
+      if (kind === 'symlink') throw linked(file);
+      present = kind !== undefined;
+    }
+    if (!present) {
       const since = GROUP_DEFINING_FILES.includes(name) ? 'every group holds it from its creation on' : 'its GROUP file says the state machine files were made';
       throw corrupt(`raft group ${JSON.stringify(id)}: ${file} is missing (${since})`, { group: id, path: file });
     }
   }
+  return top;
 }
 
 /** The value of a cell the group's creation wrote: one without a value lost it (CORRUPT). */
@@ -352,6 +375,7 @@ async function loadStateMachine<P extends StateMachinePlugin<unknown>>(
     knownDurable: g.knownDurable,
     lazy: {
       made: g.file.stateMachineMade,
+      present: g.top.has(SM_DIR),
       markMade: async () => {
         await rewriteGroupFile(s.fs, groupDir, id, GROUP_STATE_MACHINE_MADE);
         g.file = { ...g.file, version: 2, stateMachineMade: true };
@@ -422,10 +446,11 @@ async function verifyPayloadReferences<P extends StateMachinePlugin<unknown>>(
   lo: number,
   last: LogId | null,
   names: GroupNames,
+  checkpointListed: boolean,
 ): Promise<{ namingRecords: number; payloadsChecked: number; plan: ReferencePlan }> {
   const present = new Map<string, boolean>();
   let namingRecords = 0;
-  const plan = await planGroupReferences(node.settings.fs, groupDir, log, lo);
+  const plan = await planGroupReferences(node.settings.fs, groupDir, log, lo, checkpointListed);
   for await (const { logId, digests } of namingRecordsOf(plan, log)) {
     for (const digest of digests) {
       let ok = present.get(digest);

@@ -60,10 +60,14 @@ export async function readRecordLogId(log: SegmentedLog, index: number): Promise
   return decodeEntryLogId(rec);
 }
 
-/** Reads the checkpoint of `groupDir` and judges it against `log`, whose live records start at `lo`. */
-export async function planGroupReferences(fs: FileSystem, groupDir: string, log: SegmentedLog, lo: number): Promise<ReferencePlan> {
+/**
+ * Reads the checkpoint of `groupDir` and judges it against `log`, whose live records start at
+ * `lo`. `listed`: false when a listing of `groupDir` just showed no checkpoint file (no open is
+ * tried then).
+ */
+export async function planGroupReferences(fs: FileSystem, groupDir: string, log: SegmentedLog, lo: number, listed = true): Promise<ReferencePlan> {
   const end = log.endIndex;
-  const read = await readReferenceCheckpoint(fs, groupDir);
+  const read: Awaited<ReturnType<typeof readReferenceCheckpoint>> = listed ? await readReferenceCheckpoint(fs, groupDir) : { kind: 'absent' };
   const full = (checkpoint: CheckpointUse, reason: string | null): ReferencePlan => ({ checkpoint, reason, claimed: [], scanFrom: lo, scanned: 0, scannedBytes: 0, durable: null });
   if (read.kind === 'absent') return full('absent', null);
   if (read.kind === 'damaged') return full('damaged', read.reason);
