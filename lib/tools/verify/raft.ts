@@ -89,7 +89,7 @@ function decodeVoteCell(bytes: Uint8Array): unknown {
  * (STATE_MACHINE_FILES) once the GROUP file says they were made (or cannot say): one missing is
  * an error, since open answers CORRUPT rather than make it again empty (a log without its
  * entries, a vote, a committed or a purged id gone back, a state machine gone back to nothing).
- * The GROUP file and the log directory are reported where they are checked.
+ * The GROUP file is reported where it is read; a missing log directory shows as its MANIFEST's.
  */
 async function checkDefiningFiles(ctx: VerifyContext, dir: string, stateMachineMade: boolean): Promise<void> {
   for (const name of GROUP_DEFINING_FILES) {
