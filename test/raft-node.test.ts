@@ -17,6 +17,7 @@ import { encodeKvCommand } from '../lib/raft/kv.js';
 import { groupDirectory, listPayloadReferences, openRaftNode, rebuildPayloadReferences, type RaftGroup, type RaftNodeOptions } from '../lib/raft/node.js';
 import type { Entry, LogId } from '../lib/raft/types.js';
 import type { KvPlugin } from '../lib/raft/kv.js';
+import { appendFlushed, code } from './support/raft-calls.js';
 
 const DIR = '/node';
 
@@ -38,21 +39,6 @@ function open(fs: FileSystem, graceMs = 0, clock = new ManualClock(), journalMod
     journalSegmentBytes: 4096,
     ...(journalMode === undefined ? {} : { journalMode }),
   } as RaftNodeOptions<KvPlugin>);
-}
-
-/** Appends and waits for the flush callback (rejects with its error). */
-function appendFlushed(g: RaftGroup<KvPlugin>, entries: Entry[]): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    g.log.append(entries, (err) => (err === null ? resolve() : reject(err))).catch(reject);
-  });
-}
-
-function code(c: string): (err: unknown) => boolean {
-  return (err) => {
-    assert.ok(isSeglogError(err), `expected SeglogError ${c}, got ${String(err)}`);
-    assert.equal(err.code, c, String(err));
-    return true;
-  };
 }
 
 async function put(node: { payloads: { put(b: AsyncIterable<Uint8Array>): Promise<{ digest: string }> } }, text: string): Promise<string> {

@@ -18,9 +18,10 @@ import { MemoryFs } from '../lib/fs/memory.js';
 import type { FileSystem } from '../lib/fs/types.js';
 import { encodeGroupFile, readGroupFile } from '../lib/raft/fs-layout.js';
 import { encodeKvCommand, type KvPlugin } from '../lib/raft/kv.js';
-import { groupDirectory, openRaftNode, type RaftGroup, type RaftNodeOptions } from '../lib/raft/node.js';
+import { groupDirectory, openRaftNode, type RaftNodeOptions } from '../lib/raft/node.js';
 import type { Entry, LogId } from '../lib/raft/types.js';
 import { verifyDataDirectory } from '../lib/tools/verify.js';
+import { appendFlushed, code } from './support/raft-calls.js';
 
 const DIR = '/node';
 
@@ -35,20 +36,6 @@ function kv(index: number, term = 1): Entry {
 
 function open(fs: FileSystem) {
   return openRaftNode(DIR, { fs, clock: new ManualClock(), segmentBytes: 4096, journalSegmentBytes: 4096 } as RaftNodeOptions<KvPlugin>);
-}
-
-function appendFlushed(g: RaftGroup<KvPlugin>, entries: Entry[]): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    g.log.append(entries, (err) => (err === null ? resolve() : reject(err))).catch(reject);
-  });
-}
-
-function code(c: string): (err: unknown) => boolean {
-  return (err) => {
-    assert.ok(isSeglogError(err), `expected SeglogError ${c}, got ${String(err)}`);
-    assert.equal(err.code, c, String(err));
-    return true;
-  };
 }
 
 async function exists(fs: FileSystem, p: string): Promise<boolean> {

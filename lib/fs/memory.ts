@@ -569,17 +569,7 @@ export class MemoryFs implements FileSystem {
   }
 
   async readdir(p: string): Promise<string[]> {
-    const abs = normalizePath(p);
-    this.#live('scandir', abs);
-    try {
-      const node = this.#lookup(abs, 'scandir');
-      if (node === undefined) throw errnoError('ENOENT', 'scandir', abs);
-      if (node.kind !== 'dir') throw errnoError('ENOTDIR', 'scandir', abs);
-      this.#machine.record({ kind: 'readdir', process: this.#process, path: abs, inode: node.id });
-      return [...node.current.keys()];
-    } catch (err) {
-      return this.#fail('readdir', abs, err as NodeJS.ErrnoException);
-    }
+    return (await this.readdirEntries(p)).map((e) => e.name);
   }
 
   async readdirEntries(p: string): Promise<DirEntry[]> {

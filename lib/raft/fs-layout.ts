@@ -173,16 +173,21 @@ export async function readGroupFile(fs: FileSystem, dir: string): Promise<GroupF
   }
 }
 
+/** Replaces the GROUP file of the group directory `dir` durably (replaceFileDurably). */
+export function rewriteGroupFile(fs: FileSystem, dir: string, id: string, flags: number): Promise<void> {
+  return replaceFileDurably(fs, dir, GROUP_FILE, GROUP_FILE_TEMP, encodeGroupFile(id, flags));
+}
+
 /**
- * Replaces the GROUP file of the group directory `dir` durably (a temporary file written and
- * synced, renamed over it, the directory synced): a crash leaves the old file or the new one.
+ * Replaces `dir/name` by `bytes` durably: `dir/tempName` (a leftover of an earlier replacement
+ * cut short is removed first: never renamed, so never the file) written and synced, renamed
+ * over it, the directory synced. A crash leaves the old file or the new one, whole.
  */
-export async function rewriteGroupFile(fs: FileSystem, dir: string, id: string, flags: number): Promise<void> {
-  const temp = path.join(dir, GROUP_FILE_TEMP);
-  const file = path.join(dir, GROUP_FILE);
-  // A leftover of an earlier replacement cut short: never renamed, so never the group's.
-  await fs.unlink(temp).catch((err: unknown) => ((err as { code?: unknown }).code === 'ENOENT' ? undefined : Promise.reject(fromIo(err, 'unlink', temp))));
-  await writeFileDurably(fs, temp, encodeGroupFile(id, flags));
+export async function replaceFileDurably(fs: FileSystem, dir: string, name: string, tempName: string, bytes: Uint8Array): Promise<void> {
+  const temp = path.join(dir, tempName);
+  const file = path.join(dir, name);
+  await fs.unlink(temp).catch((err: unknown) => ((err as { code?: unknown }).code === 'ENOENT' ? undefined : Promise.reject(fromIo(err, 'remove', temp))));
+  await writeFileDurably(fs, temp, bytes);
   await fs.rename(temp, file).catch((err: unknown) => Promise.reject(fromIo(err, 'rename', file)));
   await fs.syncDir(dir).catch((err: unknown) => Promise.reject(fromIo(err, 'sync directory', dir)));
 }

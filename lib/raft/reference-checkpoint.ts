@@ -21,7 +21,7 @@ import type { SegmentedLog } from '../../segments/index.js';
 import { corrupt, fromIo } from '../errors.js';
 import type { FileHandle, FileSystem } from '../fs/types.js';
 import { ByteReader, ByteWriter, readOptionalLogId, writeOptionalLogId } from './codec.js';
-import { writeFileDurably } from './fs-layout.js';
+import { replaceFileDurably } from './fs-layout.js';
 import type { GroupNames } from './payload-names.js';
 import { cloneLogId, logIdEquals, type LogId } from './types.js';
 
@@ -134,20 +134,8 @@ export async function readReferenceCheckpoint(fs: FileSystem, groupDir: string):
 }
 
 /** Replaces the group's checkpoint durably: temporary file, datasync, rename, directory sync. */
-export async function writeReferenceCheckpoint(fs: FileSystem, groupDir: string, c: ReferenceCheckpoint): Promise<void> {
-  const tmp = path.join(groupDir, REFS_TEMP);
-  const bytes = encodeReferenceCheckpoint(c);
-  await fs.unlink(tmp).catch((err: unknown) => {
-    if ((err as { code?: unknown }).code !== 'ENOENT') throw fromIo(err, 'remove', tmp);
-  });
-  await writeFileDurably(fs, tmp, bytes);
-  const file = path.join(groupDir, REFS_FILE);
-  try {
-    await fs.rename(tmp, file);
-    await fs.syncDir(groupDir);
-  } catch (err) {
-    throw fromIo(err, 'rename', file);
-  }
+export function writeReferenceCheckpoint(fs: FileSystem, groupDir: string, c: ReferenceCheckpoint): Promise<void> {
+  return replaceFileDurably(fs, groupDir, REFS_FILE, REFS_TEMP, encodeReferenceCheckpoint(c));
 }
 
 /**
