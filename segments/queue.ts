@@ -118,7 +118,7 @@ export class OpQueue {
     assert(taken.length > 0 || queued[0] === op, 'the failed op heads the queue');
     for (const o of failed) {
       o.done?.reject(err);
-      if (o.kind === 'append') o.durable.reject(err);
+      if (o.kind === 'append') failDurable(o.durable, err);
     }
     this.pending = [];
     const s = this.#s;
@@ -133,7 +133,7 @@ export class OpQueue {
     this.changed();
     for (const o of queued) {
       o.done?.reject(err);
-      if (o.kind === 'append') o.durable.reject(err);
+      if (o.kind === 'append') failDurable(o.durable, err);
     }
   }
 }
@@ -142,6 +142,19 @@ export class OpQueue {
 export function rejectOps(ops: AppendOp[], err: SeglogError): void {
   for (const o of ops) {
     o.done?.reject(err);
-    o.durable.reject(err);
+    failDurable(o.durable, err);
   }
+}
+
+/**
+ * Rejects an append's `durable` without its rejection ever being reported as unhandled: whoever
+ * waits for it (an `append`, a `stage` caller that kept it) sees it as before; one nobody kept
+ * must not end the process. A journaled Raft group keeps none but its newest (lib/raft/fs-log.ts,
+ * "#watchLog": a handler per append would keep every append alive until the journal's
+ * checkpoint syncs the group's log); the failure reaches the log's owner through that one, and
+ * through the poison that refuses every later call.
+ */
+export function failDurable(durable: Deferred, err: SeglogError): void {
+  durable.promise.catch(() => undefined);
+  durable.reject(err);
 }

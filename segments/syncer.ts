@@ -1,8 +1,9 @@
 // The syncer: when written groups become durable, and what a failed sync does.
 //
 // Owns: `Syncer` — the sequence numbers of group writes (written, covered by a sync started,
-// covered by a sync finished), the one sync in flight, the policy's timer, the written appends
-// waiting for their sync (resolved in write order), the active segment's table as of its last
+// covered by a sync finished), the one sync in flight, the policy's timer, the written appends'
+// durable promises waiting for their sync (resolved in write order; the appends themselves are
+// not kept: written, they are read from the file), the active segment's table as of its last
 // sync (what a failed sync rolls back to), the index checkpoints of the active segment, and the
 // poison. Guarantees (docs/crash-safety.md, segmented log):
 // - an append's `durable` resolves only after an fdatasync issued after its group's write
@@ -16,9 +17,10 @@
 
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { assert } from '../lib/assert.js';
+import type { Deferred } from '../lib/deferred.js';
 import { fromIo, type SeglogError } from '../lib/errors.js';
 import { HEADER_BYTES, encodeIndex } from './format.js';
-import type { AppendOp, OpQueue } from './queue.js';
+import { failDurable, type AppendOp, type OpQueue } from './queue.js';
 import type { Segment } from './segment.js';
 import type { SegmentFiles } from './segment-files.js';
 import type { LogState } from './state.js';
@@ -45,8 +47,16 @@ export class Syncer {
   #syncInFlight: Promise<void> | null = null;
   #syncWanted = false;
   #timer: NodeJS.Timeout | null = null;
-  /** Written appends waiting for the sync that covers them, in write order. */
-  #unsynced: AppendOp[] = [];
+  /**
+   * Written appends waiting for the sync that covers them, in write order: each one's durable
+   * promise and the sequence number of its write, in two parallel arrays. Not the appends
+   * themselves: a written append is served from its segment, and its records (and the op) are
+   * garbage once no read that began before the write holds them. A journaled group log is synced
+   * only by its node journal's checkpoint, so what waited here was every record written since the
+   * last one (16 MiB of them), kept alive until then, and copied by every young collection.
+   */
+  #unsyncedDurable: Deferred[] = [];
+  #unsyncedSeq: number[] = [];
   /** Active segment's table as of the last completed sync (rolled back to on a failed sync). */
   #durableCount = 0;
   #durableEnd = HEADER_BYTES;
@@ -91,7 +101,8 @@ export class Syncer {
     for (const op of ops) {
       op.written = op.records.length;
       op.seq = seq;
-      this.#unsynced.push(op);
+      this.#unsyncedDurable.push(op.durable);
+      this.#unsyncedSeq.push(seq);
       op.done?.resolve();
     }
   }
@@ -137,7 +148,7 @@ export class Syncer {
     s.schedule.syncStarted();
     s.stats.syncs++;
     // One append waits for this sync and nothing is queued behind it: the policy may sync inline.
-    const lone = this.#unsynced.length === 1 && this.#queue.length === 0;
+    const lone = this.#unsyncedSeq.length === 1 && this.#queue.length === 0;
     // mistakes.ackBeforeSync: the sync starts a turn late, so that the acknowledgement really
     // comes first (a MemoryFs call takes effect the moment it is made).
     const synced = s.mistakes.ackBeforeSync === true ? nextTurn().then(() => handle.datasync()) : s.syncs.datasync(handle, lone, s.owner);
@@ -156,10 +167,12 @@ export class Syncer {
         // One splice, not a shift per append: under a lazy policy thousands wait for one sync,
         // and each shift of a long array moves all the others (quadratic).
         let covered = 0;
-        while (covered < this.#unsynced.length && this.#unsynced[covered]!.seq <= target) covered++;
-        for (const op of this.#unsynced.splice(0, covered)) {
-          assert(op.seq <= this.#syncedSeq, 'an append is durable only after the sync that covers its write');
-          op.durable.resolve();
+        while (covered < this.#unsyncedSeq.length && this.#unsyncedSeq[covered]! <= target) covered++;
+        const seqs = this.#unsyncedSeq.splice(0, covered);
+        const durables = this.#unsyncedDurable.splice(0, covered);
+        for (let k = 0; k < covered; k++) {
+          assert(seqs[k]! <= this.#syncedSeq, 'an append is durable only after the sync that covers its write');
+          durables[k]!.resolve();
         }
         this.maybeSync();
         if (s.pump === null) this.releaseLeaseIfIdle();
@@ -229,8 +242,9 @@ export class Syncer {
     const s = this.#s;
     if (s.poison !== null) return;
     s.poison = err;
-    for (const op of this.#unsynced) op.durable.reject(err);
-    this.#unsynced = [];
+    for (const durable of this.#unsyncedDurable) failDurable(durable, err);
+    this.#unsyncedDurable = [];
+    this.#unsyncedSeq = [];
     this.#queue.failQueued(err);
     this.#queue.pending = [];
     const seg = s.active;

@@ -32,7 +32,9 @@ export interface SegmentedLog {
   /**
    * Assigns indices now and makes the records readable at once; `durable` settles after the sync
    * that covers them (rejecting if their write or sync failed: the records then vanish). The
-   * caller must not modify the records' bytes until `durable` settles.
+   * caller must not modify the records' bytes until `durable` settles. A `durable` the caller
+   * drops is never reported as an unhandled rejection: a failure also poisons the log (every
+   * later call is POISONED).
    */
   stage(records: Uint8Array[]): { first: number; durable: Promise<void> };
   /**

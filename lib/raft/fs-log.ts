@@ -28,7 +28,10 @@
 //   writes off the append path; a `truncate` cutting records it claims issues only once it is
 //   lowered to the cut (durable); `close` leaves the checkpoint of the whole live log.
 // - A failed write or sync of any part poisons the group's log store (POISONED) until the node
-//   is reopened: the failing call, its callback and every queued call report the error.
+//   is reopened: the failing call, its callback and every queued call report the error. Reads go
+//   on, except after a failure of the group's own log while the node journal held writes of the
+//   group not yet flushed to it: that log rolled back to what it last synced, without appends
+//   the journal acknowledged, so reads answer POISONED too (the reopen replays the journal).
 // - Reads are bounded: `limitedGetLogEntries` by entries and bytes; `tryGetLogEntries` reads in
 //   bounded chunks. No read answers an entry at or below the purged id.
 
@@ -51,9 +54,12 @@ import type { Entry, LogId, LogState, RaftLogReader, RaftLogStorage, Vote } from
  * The sync policy of a group's log while its writes are journaled: its appends are durable
  * through the node journal, so the log syncs on its own only once a MiB of records waits, besides
  * the journal's checkpoints and its structural changes. Not for durability (a checkpoint syncs
- * what it needs): so that the written records, which the log keeps until a sync covers them, are
- * released while young (with a sync only at checkpoints, 64 appenders on one group spent a
- * quarter of the time collecting them). While the group writes alone: 'always'.
+ * what it needs). It was chosen when the log kept every written append (records, op and handlers)
+ * until a sync covered it (with a sync only at checkpoints, 64 appenders on one group spent a
+ * quarter of the time collecting them); now a written append keeps only its durable promise
+ * until then (segments/syncer.ts, and #watchLog below), and 'none' measured the same as this at
+ * 64 and 256 groups (docs/raft-store.md, "What a journaled append keeps"). While the group
+ * writes alone: 'always'.
  */
 export const JOURNALED_LOG_SYNC: SyncPolicy = { everyBytes: 1 << 20 };
 
@@ -124,6 +130,9 @@ function asError(err: unknown): Error {
  */
 type Op = () => Promise<void> | void;
 
+/** What `SegmentedLog.stage` answers: the first index, and the promise of the sync that covers the records. */
+type StagedAppend = ReturnType<SegmentedLog['stage']>;
+
 const resolved: Promise<void> = Promise.resolve();
 
 /** The log store of one group on the file system. Made by `openRaftNode(...).openGroup(id)`. */
@@ -179,6 +188,12 @@ export class FsRaftLogStorage implements RaftLogStorage, JournalMember {
   #logTailSettled = true;
   #poison: SeglogError | null = null;
   #closing: Promise<void> | null = null;
+  /** The newest append staged in the group's log, until it or a later one is watched and settles (#watchLog). */
+  #newestStaged: StagedAppend | null = null;
+  /** The staged append whose durable promise is watched for a failure of the group's log (#watchLog). */
+  #watched: StagedAppend | null = null;
+  /** Set when the group's log lost appends the journal may have acknowledged: reads refuse (#checkReadable). */
+  #logBehindJournal: SeglogError | null = null;
 
   /** @internal: made by the node. */
   constructor(parts: FsLogParts) {
@@ -249,6 +264,53 @@ export class FsRaftLogStorage implements RaftLogStorage, JournalMember {
     const idle = this.#idle;
     this.#idle = [];
     for (const f of idle) f();
+  }
+
+  /**
+   * Watches the group's log for a failed write or sync, which rejects every staged append of the
+   * log not yet durable (the log rolls back to what it last synced): the group is then poisoned at
+   * once, before a read could answer the log without entries its journal holds. One handler is
+   * enough while it sits on the newest staged append (a failure rejects that one with the rest);
+   * when its sync succeeds it moves to the newest append staged since, if any. A journaled group
+   * log is synced only by the journal's checkpoint, so a handler per append kept every append's
+   * closures and records alive until then (16 MiB of records), copied by each young collection.
+   */
+  #watchLog(staged: StagedAppend): void {
+    this.#newestStaged = staged;
+    if (this.#watched === null) this.#watch(staged);
+  }
+
+  #watch(staged: StagedAppend): void {
+    this.#watched = staged;
+    staged.durable.then(
+      () => {
+        this.#watched = null;
+        const newest = this.#newestStaged;
+        if (newest === staged) this.#newestStaged = null;
+        else if (newest !== null) this.#watch(newest);
+      },
+      (err: unknown) => {
+        this.#watched = null;
+        this.#newestStaged = null;
+        // The log lost a staged append from its view (it rolled back to what it last synced):
+        // when the journal may have acknowledged it, the log no longer shows the group's
+        // acknowledged state, and reads must not answer from it until a reopen replays the journal.
+        if (this.#journaledSinceFlush) this.#logBehindJournal ??= err instanceof SeglogError ? err : fromIo(err, 'write', `raft group ${this.groupId}`);
+        this.#setPoison(err);
+      },
+    );
+  }
+
+  /**
+   * Reads answer from the group's log, except once it lost appends its journal may have
+   * acknowledged (#watch): POISONED then, until the node is reopened. Other failures leave reads
+   * going (the log shows what was acknowledged: a direct group's failed append was not).
+   */
+  #checkReadable(): void {
+    this.#checkOpen();
+    if (this.#logBehindJournal !== null) {
+      throw poisoned(`raft log of group ${JSON.stringify(this.groupId)} (its own log failed while the node journal held its writes; reopen the node to replay them)`, this.#logBehindJournal);
+    }
   }
 
   /** A failure of a write path: the group's log store refuses writes until it is reopened. */
@@ -486,7 +548,7 @@ export class FsRaftLogStorage implements RaftLogStorage, JournalMember {
       // A log that never held nor purged an entry takes its first one at any index.
       this.#trackLog(log.reset(expected));
     }
-    let staged: { first: number; durable: Promise<void> };
+    let staged: StagedAppend;
     try {
       staged = log.stage(records);
     } catch (err) {
@@ -548,13 +610,17 @@ export class FsRaftLogStorage implements RaftLogStorage, JournalMember {
         if (!early) callBack(onFlushed, asError(err));
       },
     );
-    // The records' buffers are the group's log's until its sync.
-    staged.durable.then(
-      () => {
-        for (const r of records) this.#pool.release(r);
-      },
-      (err: unknown) => this.#setPoison(err),
-    );
+    // The records' buffers are the group's log's until its sync: pooled ones (large records) go
+    // back to the pool then. Small ones are Node's slab slices, for the collector.
+    if (records.some((r) => this.#pool.pools(r))) {
+      staged.durable.then(
+        () => {
+          for (const r of records) this.#pool.release(r);
+        },
+        (err: unknown) => this.#setPoison(err),
+      );
+    }
+    this.#watchLog(staged);
     this.#trackLog(durable);
     d.resolve();
   }
@@ -794,7 +860,7 @@ export class FsRaftLogStorage implements RaftLogStorage, JournalMember {
   }
 
   async getLogState(): Promise<LogState> {
-    this.#checkOpen();
+    this.#checkReadable();
     const purged = cloneOptionalLogId(this.#purged);
     if (this.#lastId !== undefined) return { lastPurgedLogId: purged, lastLogId: cloneOptionalLogId(this.#lastId ?? purged) };
     // The last record is read from the log; a write issued meanwhile (a truncate, a purge) makes
@@ -826,7 +892,7 @@ export class FsRaftLogStorage implements RaftLogStorage, JournalMember {
   }
 
   async getLogReader(): Promise<RaftLogReader> {
-    this.#checkOpen();
+    this.#checkReadable();
     return {
       tryGetLogEntries: (start, end) => this.tryGetLogEntries(start, end),
       limitedGetLogEntries: (start, end) => this.limitedGetLogEntries(start, end),
@@ -834,7 +900,7 @@ export class FsRaftLogStorage implements RaftLogStorage, JournalMember {
   }
 
   async tryGetLogEntries(start: number, end: number): Promise<Entry[]> {
-    this.#checkOpen();
+    this.#checkReadable();
     validateRange(start, end);
     const out: Entry[] = [];
     let from = Math.max(start, this.#low());
@@ -856,7 +922,7 @@ export class FsRaftLogStorage implements RaftLogStorage, JournalMember {
   }
 
   async limitedGetLogEntries(start: number, end: number): Promise<Entry[]> {
-    this.#checkOpen();
+    this.#checkReadable();
     validateRange(start, end);
     const from = Math.max(start, this.#low());
     const stop = Math.min(end, this.#log.endIndex);

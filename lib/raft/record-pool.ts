@@ -45,10 +45,16 @@ export class RecordPool {
     return new Uint8Array(new ArrayBuffer(size), 0, length);
   }
 
+  /** Whether `release` would take the record's buffer back (it is of a pooled size class). */
+  pools(record: Uint8Array): boolean {
+    const buf = record.buffer;
+    return buf instanceof ArrayBuffer && record.byteOffset === 0 && buf.byteLength >= this.#minBytes && buf.byteLength % CLASS_STEP === 0;
+  }
+
   /** Gives back a record's buffer once the record is durable. Not pooled ones are ignored. */
   release(record: Uint8Array): void {
-    const buf = record.buffer;
-    if (!(buf instanceof ArrayBuffer) || record.byteOffset !== 0 || buf.byteLength < this.#minBytes || buf.byteLength % CLASS_STEP !== 0) return;
+    if (!this.pools(record)) return;
+    const buf = record.buffer as ArrayBuffer;
     this.#quarantine.push(buf);
     if (this.#reads === 0) this.#drainQuarantine();
   }
