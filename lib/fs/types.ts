@@ -29,13 +29,13 @@ export interface FileStat {
   isDirectory: boolean;
 }
 
-/** What `lstat` answers: the entry itself, never what a symbolic link points to. */
 /** One entry of a directory listing (FileSystem.readdirEntries). */
 export interface DirEntry {
   name: string;
   kind: 'file' | 'directory' | 'symlink' | 'other';
 }
 
+/** What `lstat` answers: the entry itself, never what a symbolic link points to. */
 export interface EntryStat extends FileStat {
   /** True when the entry is a symbolic link (then `isDirectory` is false, `size` the link's). */
   isSymbolicLink: boolean;

@@ -295,7 +295,7 @@ export class FsRaftLogStorage implements RaftLogStorage, JournalMember {
         // The log lost a staged append from its view (it rolled back to what it last synced):
         // when the journal may have acknowledged it, the log no longer shows the group's
         // acknowledged state, and reads must not answer from it until a reopen replays the journal.
-        if (this.#journaledSinceFlush) this.#logBehindJournal ??= err instanceof SeglogError ? err : fromIo(err, 'write', `raft group ${this.groupId}`);
+        if (this.#journaledSinceFlush) this.#logBehindJournal ??= this.#storeError(err);
         this.#setPoison(err);
       },
     );
@@ -313,10 +313,15 @@ export class FsRaftLogStorage implements RaftLogStorage, JournalMember {
     }
   }
 
+  /** A failure as this store reports it: a SeglogError as it is, anything else as a write's IO_ERROR. */
+  #storeError(err: unknown): SeglogError {
+    return err instanceof SeglogError ? err : fromIo(err, 'write', `raft group ${this.groupId}`);
+  }
+
   /** A failure of a write path: the group's log store refuses writes until it is reopened. */
   #setPoison(err: unknown): void {
     if (this.#poison !== null) return;
-    this.#poison = err instanceof SeglogError ? err : fromIo(err, 'write', `raft group ${this.groupId}`);
+    this.#poison = this.#storeError(err);
     this.#lastId = undefined;
     this.#version++;
   }

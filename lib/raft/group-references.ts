@@ -68,12 +68,11 @@ export async function readRecordLogId(log: SegmentedLog, index: number): Promise
 export async function planGroupReferences(fs: FileSystem, groupDir: string, log: SegmentedLog, lo: number, listed = true): Promise<ReferencePlan> {
   const end = log.endIndex;
   const read: Awaited<ReturnType<typeof readReferenceCheckpoint>> = listed ? await readReferenceCheckpoint(fs, groupDir) : { kind: 'absent' };
-  const full = (checkpoint: CheckpointUse, reason: string | null): ReferencePlan => ({ checkpoint, reason, claimed: [], scanFrom: lo, scanned: 0, scannedBytes: 0, durable: null });
-  if (read.kind === 'absent') return full('absent', null);
-  if (read.kind === 'damaged') return full('damaged', read.reason);
+  if (read.kind === 'absent') return fullScanPlan(lo, 'absent', null);
+  if (read.kind === 'damaged') return fullScanPlan(lo, 'damaged', read.reason);
   const c = read.checkpoint;
   const stale = await checkpointStaleness(c, lo, end, (i) => readRecordLogId(log, i));
-  if (stale !== null) return full('stale', stale);
+  if (stale !== null) return fullScanPlan(lo, 'stale', stale);
   const claimed = c.records.filter((r) => r.logId.index >= lo);
   // A checkpoint that covers nothing vouches for nothing: every live record is read (it may start
   // below `lo`'s old place, after a truncation of everything and an append at a lower index).
@@ -96,7 +95,12 @@ export async function* namingRecordsOf(plan: ReferencePlan, log: SegmentedLog): 
 
 /** Every naming record of the live log [lo, end), by a scan (verify's cross-check). */
 export async function* scanNamingRecords(log: SegmentedLog, lo: number): AsyncGenerator<NamingRecord> {
-  yield* namingRecordsOf({ checkpoint: 'absent', reason: null, claimed: [], scanFrom: lo, scanned: 0, scannedBytes: 0, durable: null }, log);
+  yield* namingRecordsOf(fullScanPlan(lo, 'absent', null), log);
+}
+
+/** A plan that believes no checkpoint: every live record from `lo` on is read. */
+function fullScanPlan(lo: number, checkpoint: CheckpointUse, reason: string | null): ReferencePlan {
+  return { checkpoint, reason, claimed: [], scanFrom: lo, scanned: 0, scannedBytes: 0, durable: null };
 }
 
 /**

@@ -92,19 +92,19 @@ export const CHECKPOINT_FLUSHES_IN_FLIGHT = 2;
  */
 async function flushMembers(members: readonly JournalMember[]): Promise<void> {
   let next = 0;
-  let failure: { err: unknown } | null = null;
+  const failures: unknown[] = [];
   const worker = async (): Promise<void> => {
-    while (failure === null && next < members.length) {
+    while (failures.length === 0 && next < members.length) {
       const member = members[next++]!;
       try {
         await member.flushToFiles();
       } catch (err) {
-        failure ??= { err };
+        failures.push(err);
       }
     }
   };
   await Promise.all(Array.from({ length: Math.min(CHECKPOINT_FLUSHES_IN_FLIGHT, members.length) }, worker));
-  if (failure !== null) throw (failure as { err: unknown }).err;
+  if (failures.length > 0) throw failures[0];
 }
 
 export interface NodeJournalOptions {
