@@ -140,3 +140,21 @@ test('sever over the real file system releases the kernel lock', async (t) => {
   assert.equal(await second.tryLock(), true);
   await second.close();
 });
+
+test('a readv is a read to the fault rules: the nth read fails whichever of the two it is, and never reaches the inner layer', async () => {
+  const mem = new MemoryFs();
+  const f = new FaultyFs(mem);
+  const h = await f.open('/blob', 'create');
+  await h.write(bytes('abcdefgh'), 0);
+  const fault = f.fail({ kind: 'read', path: 'blob', nth: 2 });
+  const a = new Uint8Array(3);
+  const b = new Uint8Array(5);
+  assert.equal(await h.readv([a, b], 0), 8);
+  assert.equal(new TextDecoder().decode(a) + new TextDecoder().decode(b), 'abcdefgh');
+  const readsBefore = mem.trace.filter((e) => e.kind === 'read').length;
+  await assert.rejects(h.readv([new Uint8Array(4)], 0), (err: NodeJS.ErrnoException) => err.code === 'EIO');
+  assert.equal(mem.trace.filter((e) => e.kind === 'read').length, readsBefore, 'the failed readv never reached the inner layer');
+  assert.equal(fault.hits, 1);
+  assert.equal(await h.readv([new Uint8Array(4)], 4), 4, 'only the nth');
+  await h.close();
+});

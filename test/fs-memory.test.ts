@@ -370,3 +370,51 @@ test('differential: MemoryFs answers like the real file system for random file o
     { numRuns: 40 },
   );
 });
+
+test('readv fills its buffers as one read into a buffer as long as all of them would, on both layers, at and past the end of the file', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'seglog-readv-'));
+  try {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 0, max: 3 * PAGE_BYTES + 17 }),
+        fc.array(fc.integer({ min: 0, max: PAGE_BYTES + 5 }), { minLength: 1, maxLength: 6 }),
+        fc.integer({ min: 0, max: 3 * PAGE_BYTES + 40 }),
+        async (fileBytes, lengths, position) => {
+          const content = new Uint8Array(fileBytes);
+          for (let i = 0; i < fileBytes; i++) content[i] = (i * 31 + 7) & 0xff;
+          const mem = new MemoryFs({ trace: false });
+          const layers: [string, FileSystem, string][] = [
+            ['memory', mem, '/f'],
+            ['real', realFs, path.join(dir, 'f')],
+          ];
+          for (const [name, layer, file] of layers) {
+            const h = await layer.open(file, 'create');
+            try {
+              await h.truncate(0);
+              if (fileBytes > 0) await h.write(content, 0);
+              const total = lengths.reduce((a, b) => a + b, 0);
+              const whole = new Uint8Array(total);
+              const wholeRead = await h.read(whole, position);
+              const pieces = lengths.map((n) => new Uint8Array(n).fill(0xee));
+              const got = await h.readv(pieces, position);
+              assert.equal(got, wholeRead, `${name}: bytes read`);
+              assert.equal(got, Math.max(0, Math.min(total, fileBytes - position)), `${name}: bytes read`);
+              const joined = new Uint8Array(total);
+              let at = 0;
+              for (const p of pieces) {
+                joined.set(p, at);
+                at += p.length;
+              }
+              assert.deepEqual(joined.subarray(0, got), content.subarray(position, position + got), `${name}: bytes`);
+            } finally {
+              await h.close();
+            }
+          }
+        },
+      ),
+      { numRuns: 60 },
+    );
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

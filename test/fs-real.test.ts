@@ -20,6 +20,7 @@ test('a closed real handle answers EBADF to every call and leaves the file that 
     await other.write(new TextEncoder().encode('bbbb'), 0);
     const calls: [string, () => Promise<unknown>][] = [
       ['read', () => stale.read(new Uint8Array(4), 0)],
+      ['readv', () => stale.readv([new Uint8Array(2), new Uint8Array(2)], 0)],
       ['write', () => stale.write(new TextEncoder().encode('XXXX'), 0)],
       ['writev', () => stale.writev([new TextEncoder().encode('XXXX')], 0)],
       ['datasync', () => stale.datasync()],

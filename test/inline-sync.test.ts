@@ -25,6 +25,7 @@ function fakeHandle(log: SyncWhere[]): FileHandle {
   return {
     path: '/fake',
     read: () => Promise.resolve(0),
+    readv: () => Promise.resolve(0),
     write: () => Promise.resolve(),
     writev: () => Promise.resolve(),
     datasync: (where?: SyncWhere) => {

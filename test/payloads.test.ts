@@ -17,6 +17,7 @@ import { FaultyFs } from '../lib/fs/faulty.js';
 import { ManualClock } from '../lib/clock.js';
 import { hashThreadsForTests, setMaxHashThreadsForTests, stopHashThreadForTests } from '../lib/payloads/hash.js';
 import { EARLY_SYNC_BYTES } from '../lib/payloads/write.js';
+import { BLOB_HEADER_BYTES, CHUNK_CRC_BYTES, chunkCrc } from '../lib/payloads/format.js';
 import {
   blobPath,
   bytesOf,
@@ -546,6 +547,49 @@ test('damage in a later batch: the chunks before it are served, the damaged one 
   }
 });
 
+test('damage that keeps every CRC (a chunk rewritten with its checksum recomputed): served by a default get, CORRUPT before the last chunk with verifyDigestOnGet, reported by verify({ deep })', async () => {
+  const chunkBytes = 64 * 1024;
+  for (const size of [3 * chunkBytes + 5, 40 * chunkBytes + 9]) {
+    // One batch (hashed on the event loop when asked) and several (on the hashing thread).
+    const { image, digest, bytes } = await imageWith(size, chunkBytes);
+    const file = blobPath(DIR, digest);
+    const original = image.files[file] as Uint8Array;
+    const forged = original.slice();
+    const chunk = 1;
+    const at = BLOB_HEADER_BYTES + chunk * (chunkBytes + CHUNK_CRC_BYTES);
+    forged[at + 10] = (forged[at + 10] as number) ^ 0xff;
+    const salt = original.subarray(32, 40);
+    new DataView(forged.buffer).setUint32(at + chunkBytes, chunkCrc(salt, chunk, forged.subarray(at, at + chunkBytes)), true);
+    const damaged = withFile(image, file, forged);
+    const altered = bytes.slice();
+    altered[chunk * chunkBytes + 10] = (altered[chunk * chunkBytes + 10] as number) ^ 0xff;
+
+    // The CRCs all match: what the default get checks holds, and it serves what the file holds.
+    const plain = await memStore({ image: damaged });
+    assert.deepEqual(await collect(await plain.get(digest)), altered, `size ${size}: a default get checks the CRCs only`);
+    const report = await plain.verify({ deep: true });
+    assert.deepEqual(
+      report.problems.map((p) => [p.digest, p.code]),
+      [[digest, 'CORRUPT']],
+      `size ${size}: verify({ deep }) recomputes the digest`,
+    );
+    assert.deepEqual((await plain.verify()).problems, [], `size ${size}: a shallow verify reads headers only`);
+    await plain.close();
+
+    const strict = await memStore({ image: damaged, verifyDigestOnGet: true });
+    const got = await collectUntilError(await strict.get(digest));
+    assert.ok(isSeglogError(got.error, 'CORRUPT'), `size ${size}: ${String(got.error)}`);
+    assert.ok(got.bytes.length < size, `size ${size}: the last chunk is never served before the digest matched`);
+    assert.deepEqual(got.bytes, altered.subarray(0, got.bytes.length));
+    // Undamaged, the strict get serves every byte.
+    await strict.close();
+    const intact = await memStore({ image, verifyDigestOnGet: true });
+    assert.deepEqual(await collect(await intact.get(digest)), bytes);
+    await intact.close();
+  }
+  await rejectsWith(memStore({ verifyDigestOnGet: 'yes' as unknown as boolean }), 'INVALID', 'verifyDigestOnGet not a boolean');
+});
+
 test('a truncated, extended, swapped or misnamed blob is CORRUPT for get and stat; a put of the same bytes heals it', async () => {
   const { image, digest, bytes } = await imageWith(1000, 64);
   const file = blobPath(DIR, digest);
@@ -737,7 +781,8 @@ test('a large put syncs its file while it streams; a failed early fdatasync fail
 
 test('the hashing thread stopping inside a put or a get: the put fails with IO_ERROR and stores nothing, the get ends with IO_ERROR before its last chunk; the next ones work', async () => {
   const m = new MemoryFs({ trace: false });
-  const store = await openPayloadStore(DIR, { fs: m });
+  // A get hashes (on the thread, for a payload of several batches) only when asked to.
+  const store = await openPayloadStore(DIR, { fs: m, verifyDigestOnGet: true });
   const size = 6 * 1024 * 1024 + 7;
   async function* stoppingBody(seed: number): AsyncGenerator<Uint8Array> {
     let at = 0;

@@ -355,6 +355,12 @@ class FaultyHandle implements FileHandle {
     return this.#fs.run({ kind: 'read', path: this.path, position, length: into.length }, () => this.#inner.read(into, position, where));
   }
 
+  readv(into: readonly Uint8Array[], position: number): Promise<number> {
+    let length = 0;
+    for (const b of into) length += b.length;
+    return this.#fs.run({ kind: 'read', path: this.path, position, length }, () => this.#inner.readv(into, position));
+  }
+
   write(data: Uint8Array, position: number): Promise<void> {
     return this.#fs.run(
       { kind: 'write', path: this.path, position, length: data.length },

@@ -818,6 +818,21 @@ class MemoryHandle implements FileHandle {
     });
   }
 
+  async readv(into: readonly Uint8Array[], position: number): Promise<number> {
+    let length = 0;
+    for (const b of into) length += b.length;
+    return this.#guard('read', 'readv', false, () => {
+      this.#record('read', { offset: position, length });
+      let done = 0;
+      for (const b of into) {
+        const n = this.#node.current.read(b, position + done);
+        done += n;
+        if (n < b.length) break;
+      }
+      return done;
+    });
+  }
+
   async write(data: Uint8Array, position: number): Promise<void> {
     this.#guard('write', 'write', true, () => this.#write('write', data, position));
   }

@@ -54,7 +54,7 @@ function shortWriteError(path: string): NodeJS.ErrnoException {
   return err;
 }
 
-/** What is left of `chunks` once their first `n` bytes were written (a short writev). */
+/** What is left of `chunks` once their first `n` bytes were written (a short writev) or read (a short readv). */
 function afterWritten(chunks: readonly Uint8Array[], n: number): Uint8Array[] {
   let left = n;
   const rest: Uint8Array[] = [];
@@ -126,6 +126,22 @@ class RealFileHandle implements FileHandle {
       const n = await call<number>((cb) => fs.read(this.#live, into, done, want, position + done, cb));
       done += n;
       if (n === 0 || (n < want && want <= MAX_ONE_READ)) break;
+    }
+    return done;
+  }
+
+  async readv(into: readonly Uint8Array[], position: number): Promise<number> {
+    let pending = into.filter((b) => b.length > 0);
+    let want = 0;
+    for (const b of pending) want += b.length;
+    let done = 0;
+    while (pending.length > 0) {
+      const left = want - done;
+      const n = await call<number>((cb) => fs.readv(this.#live, pending, position + done, cb));
+      done += n;
+      // As in #readAll: short at the end of a regular file (or past Linux's cap on one call).
+      if (n === 0 || (n < left && left <= MAX_ONE_READ)) break;
+      pending = afterWritten(pending, n);
     }
     return done;
   }

@@ -61,6 +61,12 @@ export interface FileHandle {
    * calling thread whatever it says); it changes nothing of what is read.
    */
   read(into: Uint8Array, position: number, where?: SyncWhere): Promise<number>;
+  /**
+   * Fills the buffers back to back from `position`, as one call where the platform allows (on
+   * the pool); answers how many bytes were read in all (fewer only at the end of the file). What
+   * `read` into one buffer as long as all of them would read, without the buffer.
+   */
+  readv(into: readonly Uint8Array[], position: number): Promise<number>;
   /** Writes all of `data` at `position`. */
   write(data: Uint8Array, position: number): Promise<void>;
   /**

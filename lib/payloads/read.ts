@@ -1,21 +1,24 @@
 // Streaming a payload out of its blob file, verifying as it goes.
 //
 // Owns: `BlobReader`, the AsyncIterableIterator that `get` answers. The work is a pipeline of
-// batches of 1 MiB of payload (whole frames), READ_AHEAD of them ahead of the consumer: while the
-// consumer works on batch N, the batches after it are read by the thread pool and hashed in order
-// (on the hashing thread, hash.ts, for a payload of more than one batch; on the event loop for a
-// smaller one, where that is faster); when the consumer takes a batch, its CRCs are checked on the
-// event loop (on the thread's path in a fresh copy of the shared buffer it was read into).
+// batches of 1 MiB of payload (whole frames), READ_AHEAD of them ahead of the consumer (one when
+// nothing is hashed): while the consumer works on batch N, the batches after it are read by the
+// thread pool (and, when the reader checks the digest, hashed in order: on the hashing thread,
+// hash.ts, for a payload of more than one batch; on the event loop for a smaller one, where that
+// is faster); when the consumer takes a batch, its CRCs are checked on the event loop.
 // Guarantees:
 // - No chunk is yielded before its CRC32 (seeded with the blob's salt and the chunk's index,
-//   format.ts) has checked, and the batch holding the last chunk is yielded only after the
-//   SHA-256 of the whole payload has matched the digest: a damaged chunk ends the stream with
-//   CORRUPT before any of its bytes are served, and every chunk before it is served. (Damage that
-//   a CRC32 misses, about 1 in 2^32 for random damage, is caught by the SHA-256 at the end.)
-// - Bounded memory: at most READ_AHEAD batches besides the one being consumed, and on the thread's
-//   path SHARED_BUFFERS shared buffers (from the store's BatchBuffers) that the file is read into
-//   and the thread hashes; yielded chunks are views of a fresh buffer per chunk (a copy out of the
-//   shared one), never reused and never kept here (they belong to the consumer).
+//   format.ts) has checked: a damaged chunk ends the stream with CORRUPT before any of its bytes
+//   are served, and every chunk before it is served. With `checkDigest` (the store's
+//   `verifyDigestOnGet`, and `verify({ deep })`), the batch holding the last chunk is also
+//   yielded only after the SHA-256 of the whole payload has matched the digest (what a CRC32
+//   misses, about 1 in 2^32 of random damage, then ends the stream with CORRUPT at its end).
+// - Bounded memory: at most READ_AHEAD batches besides the one being consumed (one, when
+//   nothing is hashed). Without the thread's hash each batch is read into a fresh buffer of its
+//   own, and its chunks are views of it; on the thread's path the file is read into
+//   SHARED_BUFFERS shared buffers (from the store's BatchBuffers) that the thread hashes, and each
+//   yielded chunk is a fresh copy. Either way what is yielded is never reused and never kept here
+//   (it belongs to the consumer).
 // - The file stays open from `get` to the end of the stream, so a garbage collection that
 //   unlinks the name meanwhile does not disturb it; `return()` (a `break` out of `for await`),
 //   an error, or the store's `close()` closes it. A read is never in flight when the handle closes.
@@ -30,6 +33,13 @@ import { inlineHash, threadHash, type PayloadHash } from './hash.js';
 const BATCH_PAYLOAD_BYTES = 1 << 20;
 /** Batches in the pipeline ahead of the consumer: being read, checked or hashed. */
 const READ_AHEAD = 3;
+/**
+ * The same without a hash: one batch is read while the consumer takes the one before. Its frames
+ * are read into fresh buffers that the consumer then owns; two or three ahead, those buffers
+ * lived long enough to be promoted out of V8's young generation, and 7 of 15 runs of a 1 GiB put
+ * and get grew the process by 95–108 MiB instead of 58–62 (docs/payloads.md, "The get path").
+ */
+const FRESH_READ_AHEAD = 1;
 /** Shared buffers of a reader on the thread's path: one per batch ahead, one being hashed. */
 const SHARED_BUFFERS = READ_AHEAD + 1;
 
@@ -39,8 +49,10 @@ interface ReadBatch {
   count: number;
   position: number;
   last: boolean;
-  /** The frames as read: a fresh buffer, or (`shared`) a view of a shared one. */
+  /** The frames as read: a fresh buffer, or (`shared`) a view of a shared one; empty when `pieces` holds them. */
   frames: Uint8Array;
+  /** Without a hash: each frame (chunk and CRC) read into a fresh buffer of its own. */
+  pieces: Uint8Array[] | null;
   shared: boolean;
   /** Call once the consumer's copy of a shared buffer is made. */
   copied: () => void;
@@ -56,8 +68,11 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
   readonly #digest: string;
   readonly #onClose: (reader: BlobReader) => void;
   readonly #framesPerBatch: number;
+  /** READ_AHEAD, or FRESH_READ_AHEAD when nothing is hashed. */
+  readonly #readAhead: number;
   readonly #chunks: number;
-  readonly #hash: PayloadHash;
+  /** The SHA-256 of the whole payload, checked before the last batch is yielded; null: the CRCs only. */
+  readonly #hash: PayloadHash | null;
   /** The first chunk and the file position of the next batch to issue. */
   #nextChunk = 0;
   #position = BLOB_HEADER_BYTES;
@@ -88,6 +103,7 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     file: string,
     onClose: (reader: BlobReader) => void,
     buffers: BatchBuffers = new BatchBuffers(),
+    checkDigest = true,
   ) {
     this.#buffers = buffers;
     this.#handle = handle;
@@ -98,7 +114,10 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     this.#framesPerBatch = Math.max(1, Math.floor(BATCH_PAYLOAD_BYTES / header.chunkBytes));
     this.#chunks = chunkCount(header.size, header.chunkBytes);
     // A payload of one batch is hashed here: a hand-off to the thread costs more than it saves.
-    this.#hash = this.#chunks > this.#framesPerBatch ? threadHash() : inlineHash();
+    // An empty payload is always "hashed" (nothing to hash): its name is then checked for free.
+    if (!checkDigest && this.#chunks > 0) this.#hash = null;
+    else this.#hash = this.#chunks > this.#framesPerBatch ? threadHash() : inlineHash();
+    this.#readAhead = this.#hash === null ? FRESH_READ_AHEAD : READ_AHEAD;
   }
 
   /** The stream is its own iterator: one pass only (a second `for await` sees where the first stopped). */
@@ -152,7 +171,7 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
       this.#queue.length = 0;
       this.#closing = (async () => {
         await Promise.allSettled([...this.#running, ...this.#hashing]);
-        this.#hash.abandon();
+        this.#hash?.abandon();
         // Nothing reads the shared buffers now: every batch and every hash has finished.
         for (const slot of this.#freeSlots.splice(0)) this.#buffers.give(slot);
         await this.#handle.close().catch(() => undefined);
@@ -163,15 +182,16 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
   }
 
   async #checkDigest(): Promise<void> {
+    if (this.#hash === null) return;
     const got = await this.#hash.digest();
     if (Buffer.compare(got, this.#header.sha256) !== 0) {
       throw corrupt(`payload ${this.#digest}: content does not match its digest`, { path: this.#file, digest: this.#digest });
     }
   }
 
-  /** Issues batches until READ_AHEAD are in the pipeline or none is left. */
+  /** Issues batches until `#readAhead` are in the pipeline or none is left. */
   #fill(): void {
-    while (!this.#finished && this.#queue.length < READ_AHEAD && this.#nextChunk < this.#chunks) {
+    while (!this.#finished && this.#queue.length < this.#readAhead && this.#nextChunk < this.#chunks) {
       const batch = this.#batch();
       batch.catch(() => undefined); // observed when the consumer gets there
       this.#running.add(batch);
@@ -184,8 +204,8 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
   }
 
   /**
-   * Reads the next batch of frames and hands it to the hash after the batches before it. Answers
-   * the batch as read (its CRCs are checked by #deliver, on the bytes handed out).
+   * Reads the next batch of frames and hands it to the hash (if any) after the batches before it.
+   * Answers the batch as read (its CRCs are checked by #deliver, on the bytes handed out).
    */
   async #batch(): Promise<ReadBatch> {
     const { chunkBytes, size } = this.#header;
@@ -197,6 +217,7 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     const position = this.#position;
     this.#nextChunk = first + count;
     this.#position = position + bytes;
+    if (this.#hash === null) return this.#unhashedBatch(first, count, last, position, bytes);
     // Batches reach the hash in order: each is handed over once the one before it was.
     const before = this.#handedOver;
     let handedOver!: () => void;
@@ -213,13 +234,15 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     let slot: Uint8Array | null = null;
     let handed = false;
     try {
-      slot = this.#hash.onThread ? await this.#takeSlot() : null;
+      const hash = this.#hash;
+      slot = hash?.onThread === true ? await this.#takeSlot() : null;
       if (this.#finished) throw closed('payload stream'); // closed while it waited: nothing to read for
-      const frames = slot === null ? new Uint8Array(bytes) : slot.subarray(0, bytes);
-      await this.#readExactly(frames, position);
+      // Not zero-filled first: the read fills it whole, or the batch fails (CORRUPT) unserved.
+      const frames = slot === null ? freshUnfilled(bytes) : slot.subarray(0, bytes);
+      await this.#readExactly([frames], position, bytes);
       await before;
       if (this.#hashFailure !== null) throw this.#hashFailure.error; // fail fast, not at the end
-      const done = this.#hash.update(frames, chunkBytes);
+      const done = hash === null ? Promise.resolve(frames) : hash.update(frames, chunkBytes);
       handedOver();
       handed = true;
       const held = slot;
@@ -241,7 +264,7 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
         () => this.#hashing.delete(hashed),
         () => this.#hashing.delete(hashed),
       );
-      return { first, count, position, last, frames, shared: held !== null, copied: letGo, hashed };
+      return { first, count, position, last, frames, pieces: null, shared: held !== null, copied: letGo, hashed };
     } catch (err) {
       if (!handed) {
         notHanded(err);
@@ -252,8 +275,26 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
   }
 
   /**
+   * A batch when nothing is hashed: its frames read with one call, each into a fresh buffer of
+   * its own that the consumer then owns (per chunk, not per batch: see #deliver), not zero-filled
+   * first (the read fills them whole, or the batch fails unserved).
+   */
+  async #unhashedBatch(first: number, count: number, last: boolean, position: number, bytes: number): Promise<ReadBatch> {
+    const { chunkBytes, size } = this.#header;
+    const pieces: Uint8Array[] = new Array(count);
+    for (let i = 0; i < count; i++) {
+      const index = first + i;
+      const length = index === this.#chunks - 1 ? size - index * chunkBytes : chunkBytes;
+      pieces[i] = freshUnfilled(length + CHUNK_CRC_BYTES);
+    }
+    if (this.#finished) throw closed('payload stream');
+    await this.#readExactly(pieces, position, bytes);
+    return { first, count, position, last, frames: NO_FRAMES, pieces, shared: false, copied: () => undefined, hashed: HASHED };
+  }
+
+  /**
    * The consumer's chunks of a batch, each checked against its CRC on the bytes handed out, and
-   * for the last batch the digest checked once every batch has been hashed. On the thread's path
+   * (with a hash) for the last batch the digest checked once every batch has been hashed. On the thread's path
    * each chunk is a fresh copy of its own (one ArrayBuffer per chunk, not per batch: V8 reclaims
    * many chunk-sized buffers a consumer has dropped sooner than a few batch-sized ones, which on
    * Node 24 pile up unreclaimed through a whole 64 MiB stream).
@@ -266,7 +307,7 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
       for (let i = 0; i < b.count; i++) {
         const index = b.first + i;
         const length = index === this.#chunks - 1 ? size - index * chunkBytes : chunkBytes;
-        const read = b.frames.subarray(at, at + length + CHUNK_CRC_BYTES);
+        const read = b.pieces?.[i] ?? b.frames.subarray(at, at + length + CHUNK_CRC_BYTES);
         const frame = b.shared ? copyOf(read) : read;
         this.#checkChunks(frame, index, 1, b.position + at);
         chunks.push(frame.subarray(0, length));
@@ -299,16 +340,16 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     else this.#freeSlots.push(slot);
   }
 
-  /** Fills `into` from the file at `position`; CORRUPT when the file ends first. */
-  async #readExactly(into: Uint8Array, position: number): Promise<void> {
+  /** Fills the buffers of `into` (`bytes` in all) from the file at `position`, one call; CORRUPT when the file ends first. */
+  async #readExactly(into: Uint8Array[], position: number, bytes: number): Promise<void> {
     let n: number;
     try {
-      n = await this.#handle.read(into, position);
+      n = into.length === 1 ? await this.#handle.read(into[0] as Uint8Array, position) : await this.#handle.readv(into, position);
     } catch (err) {
       throw fromIo(err, 'read payload', this.#file);
     }
-    if (n !== into.length) {
-      throw corrupt(`payload ${this.#digest}: file ends at ${position + n}, expected ${position + into.length}`, {
+    if (n !== bytes) {
+      throw corrupt(`payload ${this.#digest}: file ends at ${position + n}, expected ${position + bytes}`, {
         path: this.#file,
         digest: this.#digest,
       });
@@ -336,9 +377,17 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
   }
 }
 
-/** A copy of `bytes` in a fresh ArrayBuffer of its own (not zero-filled first: it is overwritten). */
+const NO_FRAMES = new Uint8Array(0);
+const HASHED: Promise<void> = Promise.resolve();
+
+/** A fresh ArrayBuffer of its own (never a slice of a pool), not zero-filled: the caller overwrites all of it. */
+function freshUnfilled(length: number): Uint8Array {
+  return new Uint8Array(Buffer.allocUnsafeSlow(length).buffer, 0, length);
+}
+
+/** A copy of `bytes` in a fresh ArrayBuffer of its own. */
 function copyOf(bytes: Uint8Array): Uint8Array {
-  const out = new Uint8Array(Buffer.allocUnsafeSlow(bytes.length).buffer, 0, bytes.length);
+  const out = freshUnfilled(bytes.length);
   copyInto(out, 0, bytes);
   return out;
 }

@@ -43,8 +43,8 @@ export interface RaftNodeOptions<P extends StateMachinePlugin<unknown> = KvPlugi
   maxReadBytes?: number;
   /** Largest encoded entry accepted (default 64 MiB + 64 KiB); larger is TOO_LARGE. */
   maxEntryBytes?: number;
-  /** Options of the payload store (`openPayloadStore`): grace period and chunk size. */
-  payloads?: { graceMs?: number; chunkBytes?: number };
+  /** Options of the payload store (`openPayloadStore`): grace period, chunk size, whether a get checks the whole digest. */
+  payloads?: { graceMs?: number; chunkBytes?: number; verifyDigestOnGet?: boolean };
   /**
    * A lone append's sync (the only write this thread's stores have in hand) waits on the calling
    * thread, blocking the event loop for the sync, while that log's recent syncs took less than

@@ -110,6 +110,7 @@ export async function openRaftNode<P extends StateMachinePlugin<unknown> = KvPlu
       clock: options.clock,
       graceMs: options.payloads?.graceMs,
       chunkBytes: options.payloads?.chunkBytes,
+      verifyDigestOnGet: options.payloads?.verifyDigestOnGet,
       isNamed: (digest) => index.isNamed(digest),
       ...(knownDurable ? { knownDurable: true } : {}),
     } as PayloadStoreOptions);

@@ -164,6 +164,7 @@ class PlantFs implements FileSystem {
         return handle.path;
       },
       read: (into, position) => handle.read(into, position),
+      readv: (into, position) => handle.readv(into, position),
       write: (data, position) => handle.write(data, position),
       writev: (chunks, position) => handle.writev(chunks, position),
       datasync: async () => undefined,

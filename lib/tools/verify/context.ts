@@ -100,6 +100,9 @@ class ReadOnlyHandle implements FileHandle {
   read(into: Uint8Array, position: number, where?: SyncWhere): Promise<number> {
     return this.#inner.read(into, position, where);
   }
+  readv(into: readonly Uint8Array[], position: number): Promise<number> {
+    return this.#inner.readv(into, position);
+  }
   size(): Promise<number> {
     return this.#inner.size();
   }
