@@ -14,11 +14,12 @@
 //   yielded only after the SHA-256 of the whole payload has matched the digest (what a CRC32
 //   misses, about 1 in 2^32 of random damage, then ends the stream with CORRUPT at its end).
 // - Bounded memory: at most READ_AHEAD batches besides the one being consumed (one, when
-//   nothing is hashed). Without the thread's hash each batch is read into a fresh buffer of its
-//   own, and its chunks are views of it; on the thread's path the file is read into
-//   SHARED_BUFFERS shared buffers (from the store's BatchBuffers) that the thread hashes, and each
-//   yielded chunk is a fresh copy. Either way what is yielded is never reused and never kept here
-//   (it belongs to the consumer).
+//   nothing is hashed). Nothing hashed, each frame of a batch is read (one readv) into a fresh
+//   buffer of its own, which the chunk yielded is a view of; hashed on the event loop (a payload
+//   of one batch), the batch is read into one fresh buffer and its chunks are views of it; on the
+//   thread's path the file is read into SHARED_BUFFERS shared buffers (from the store's
+//   BatchBuffers) that the thread hashes, and each yielded chunk is a fresh copy. Either way what
+//   is yielded is never reused and never kept here (it belongs to the consumer).
 // - The file stays open from `get` to the end of the stream, so a garbage collection that
 //   unlinks the name meanwhile does not disturb it; `return()` (a `break` out of `for await`),
 //   an error, or the store's `close()` closes it. A read is never in flight when the handle closes.
@@ -206,6 +207,7 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
   /**
    * Reads the next batch of frames and hands it to the hash (if any) after the batches before it.
    * Answers the batch as read (its CRCs are checked by #deliver, on the bytes handed out).
+   * Without a hash, #unhashedBatch.
    */
   async #batch(): Promise<ReadBatch> {
     const { chunkBytes, size } = this.#header;
@@ -217,7 +219,8 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     const position = this.#position;
     this.#nextChunk = first + count;
     this.#position = position + bytes;
-    if (this.#hash === null) return this.#unhashedBatch(first, count, last, position, bytes);
+    const hash = this.#hash;
+    if (hash === null) return this.#unhashedBatch(first, count, last, position, bytes);
     // Batches reach the hash in order: each is handed over once the one before it was.
     const before = this.#handedOver;
     let handedOver!: () => void;
@@ -234,15 +237,14 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
     let slot: Uint8Array | null = null;
     let handed = false;
     try {
-      const hash = this.#hash;
-      slot = hash?.onThread === true ? await this.#takeSlot() : null;
+      slot = hash.onThread ? await this.#takeSlot() : null;
       if (this.#finished) throw closed('payload stream'); // closed while it waited: nothing to read for
       // Not zero-filled first: the read fills it whole, or the batch fails (CORRUPT) unserved.
       const frames = slot === null ? freshUnfilled(bytes) : slot.subarray(0, bytes);
       await this.#readExactly([frames], position, bytes);
       await before;
       if (this.#hashFailure !== null) throw this.#hashFailure.error; // fail fast, not at the end
-      const done = hash === null ? Promise.resolve(frames) : hash.update(frames, chunkBytes);
+      const done = hash.update(frames, chunkBytes);
       handedOver();
       handed = true;
       const held = slot;
@@ -294,10 +296,11 @@ export class BlobReader implements AsyncIterableIterator<Uint8Array> {
 
   /**
    * The consumer's chunks of a batch, each checked against its CRC on the bytes handed out, and
-   * (with a hash) for the last batch the digest checked once every batch has been hashed. On the thread's path
-   * each chunk is a fresh copy of its own (one ArrayBuffer per chunk, not per batch: V8 reclaims
-   * many chunk-sized buffers a consumer has dropped sooner than a few batch-sized ones, which on
-   * Node 24 pile up unreclaimed through a whole 64 MiB stream).
+   * (with a hash) for the last batch the digest checked once every batch has been hashed. On the
+   * thread's path each chunk is a fresh copy of its own, and without a hash each was read into
+   * one (one ArrayBuffer per chunk, not per batch: V8 reclaims many chunk-sized buffers a
+   * consumer has dropped sooner than a few batch-sized ones, which on Node 24 pile up unreclaimed
+   * through a whole 64 MiB stream).
    */
   async #deliver(b: ReadBatch): Promise<Uint8Array[]> {
     const { chunkBytes, size } = this.#header;
