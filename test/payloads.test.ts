@@ -707,6 +707,30 @@ test('open removes temporary files of writers that died', async () => {
 // ---------------------------------------------------------------------------------------------
 // Faults
 
+test('a read that fails in the middle of a get ends the stream with IO_ERROR before any chunk of its batch; the chunks before it are exact; the next get serves everything', async () => {
+  const chunkBytes = 64 * 1024;
+  const size = 40 * chunkBytes + 11; // three batches of 16, 16 and 9 chunks
+  const { image, digest, bytes } = await imageWith(size, chunkBytes);
+  for (const verifyDigestOnGet of [false, true]) {
+    // The blob's reads: its header at the open, then one per batch (a readv without the hash).
+    for (const failing of [2, 3, 4]) {
+      const m = new MemoryFs({ image, trace: false });
+      const faulty = new FaultyFs(m);
+      const store = await openPayloadStore(DIR, { fs: faulty, verifyDigestOnGet });
+      const fault = faulty.fail({ kind: 'read', path: /\/blobs\/[0-9a-f]{2}\//, nth: failing, error: 'EIO' });
+      const got = await collectUntilError(await store.get(digest));
+      const what = `verifyDigestOnGet ${verifyDigestOnGet}, read ${failing} fails`;
+      assert.equal(fault.hits, 1, what);
+      assert.ok(isSeglogError(got.error, 'IO_ERROR'), `${what}: ${String(got.error)}`);
+      // Every batch before the failed one is served whole (they were read and checked), none of it.
+      assert.equal(got.bytes.length, (failing - 2) * 16 * chunkBytes, `${what}: bytes served`);
+      assert.deepEqual(got.bytes, bytes.subarray(0, got.bytes.length), what);
+      assert.deepEqual(await collect(await store.get(digest)), bytes, `${what}: the next get`);
+      await store.close();
+    }
+  }
+});
+
 test('ENOSPC in the middle of a put: NO_SPACE, nothing visible, no temporary file (now or after the next open)', async () => {
   for (const mode of ['failed write', 'short write', 'unlink fails too']) {
     const m = new MemoryFs({ trace: false });
