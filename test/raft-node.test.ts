@@ -239,6 +239,26 @@ test('recovery: committed entries after the applied position are replayed; entri
   await node.close();
 });
 
+test("recovery: a committed id that is not the log's entry at its index is CORRUPT, whether it names the last entry or one before it", async () => {
+  // The last entry's id comes from the read that finds the log's end; an earlier one is read for
+  // the check. Either way the committed pointer names an entry the log does not hold.
+  for (const committed of [lid(2, 5), lid(2, 3)]) {
+    const fs = new MemoryFs({ trace: false });
+    const node = await open(fs);
+    const g = await node.openGroup('c');
+    await appendFlushed(g, [kv(1, 0, 'a'), kv(1, 1, 'b'), kv(1, 2, 'a'), kv(1, 3, 'c'), kv(1, 4, 'd'), kv(1, 5, 'e')]);
+    await g.stateMachine.apply(await g.log.tryGetLogEntries(0, 1));
+    await g.log.saveCommitted(committed);
+    await node.close();
+    const i = committed.index;
+    await assert.rejects(
+      open(fs),
+      (err: unknown) => isSeglogError(err, 'CORRUPT') && err.message.includes(`the committed id (2-1-${i}) differs from the log's entry at its index (1-1-${i})`),
+      `committed ${i}`,
+    );
+  }
+});
+
 test('recovery: a purge whose purged id was durable but whose drop failed is finished at open', async () => {
   const mem = new MemoryFs({ trace: false });
   const fs = new FaultyFs(mem);

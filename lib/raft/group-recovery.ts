@@ -174,7 +174,7 @@ export async function recoverGroup<P extends StateMachinePlugin<unknown>>(
     const logState = await readLogState(g);
     const log = logState.log;
     const { sm, snapshotLastLogId } = await loadStateMachine(g);
-    const { applied, replayed, behindLog } = await reconcile(id, log, sm, committed, logState.lo);
+    const { applied, replayed, behindLog } = await reconcile(id, log, sm, committed, logState.lo, logState.lastLogId);
     const checked = await verifyPayloadReferences(node, id, groupDir, log, logState.lo, logState.lastLogId, opened.names, top.has(REFS_FILE));
 
     const payloads = node.payloads;
@@ -362,6 +362,7 @@ async function loadStateMachine<P extends StateMachinePlugin<unknown>>(
   g: Recovering<P>,
 ): Promise<{ sm: FsStateMachine<P>; snapshotLastLogId: LogId | null }> {
   const { s, id, groupDir, opened } = g;
+  const fs = s.fs;
   const sm = await openFsStateMachine<P>({
     groupId: id,
     dir: path.join(groupDir, SM_DIR),
@@ -376,10 +377,10 @@ async function loadStateMachine<P extends StateMachinePlugin<unknown>>(
     lazy: {
       made: g.file.stateMachineMade,
       present: g.top.has(SM_DIR),
-      markMade: async () => {
-        await rewriteGroupFile(s.fs, groupDir, id, GROUP_STATE_MACHINE_MADE);
-        g.file = { ...g.file, version: 2, stateMachineMade: true };
-      },
+      // Kept by the state machine for as long as the group is open: it names only what it
+      // needs (not the recovery's context, which holds the directory listing and the journal's
+      // replayed writes of the group; a thousand open groups kept those, heap snapshot).
+      markMade: () => rewriteGroupFile(fs, groupDir, id, GROUP_STATE_MACHINE_MADE),
       ...(s.mistakes?.markBeforeStateMachineFiles === true ? { markFirst: true } : {}),
     },
   });
@@ -397,6 +398,7 @@ async function reconcile<P extends StateMachinePlugin<unknown>>(
   sm: FsStateMachine<P>,
   committed: LogId | null,
   lo: number,
+  lastLogId: LogId | null,
 ): Promise<{ applied: LogId | null; replayed: number; behindLog: boolean }> {
   let [applied] = await sm.appliedState();
   let replayed = 0;
@@ -407,8 +409,10 @@ async function reconcile<P extends StateMachinePlugin<unknown>>(
   if (from < lo) return { applied, replayed, behindLog: true };
   const stop = Math.min(committed.index + 1, log.endIndex);
   if (committed.index < log.endIndex) {
-    const [rec] = await log.read(committed.index, 1);
-    const atCommitted = decodeEntryLogId(rec as Uint8Array);
+    // The log's last entry was read by step 2: when the committed pointer names its index (the
+    // usual case at rest), its id is that one, and the record is not read again.
+    const atCommitted =
+      lastLogId !== null && lastLogId.index === committed.index ? lastLogId : decodeEntryLogId((await log.read(committed.index, 1))[0] as Uint8Array);
     if (!logIdEquals(atCommitted, committed)) {
       throw corrupt(
         `raft group ${JSON.stringify(id)}: the committed id (${fmt(committed)}) differs from the log's entry at its index (${fmt(atCommitted)})`,
