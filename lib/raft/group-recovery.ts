@@ -409,8 +409,8 @@ async function reconcile<P extends StateMachinePlugin<unknown>>(
   if (from < lo) return { applied, replayed, behindLog: true };
   const stop = Math.min(committed.index + 1, log.endIndex);
   if (committed.index < log.endIndex) {
-    // The log's last entry was read by step 2: when the committed pointer names its index (the
-    // usual case at rest), its id is that one, and the record is not read again.
+    // The log's last entry was read by step 2: when the committed pointer names its index (a
+    // node stopped once its last entry was committed), its id is that one, not read again.
     const atCommitted =
       lastLogId !== null && lastLogId.index === committed.index ? lastLogId : decodeEntryLogId((await log.read(committed.index, 1))[0] as Uint8Array);
     if (!logIdEquals(atCommitted, committed)) {
