@@ -43,7 +43,7 @@ import type { JournalOp, NodeJournal } from './node-journal.js';
 import { FsStateMachine, openFsStateMachine } from './fs-state-machine.js';
 import type { KvPlugin } from './kv.js';
 import type { NodeSettings } from './node-options.js';
-import { namingRecordsOf, planGroupReferences, replaceStaleCheckpoint, type CheckpointUse, type ReferencePlan } from './group-references.js';
+import { namingRecordsOf, planGroupReferences, readRecordLogId, replaceStaleCheckpoint, type CheckpointUse, type ReferencePlan } from './group-references.js';
 import { GroupNames, type PayloadNameIndex } from './payload-names.js';
 import { REFS_FILE, ReferenceCheckpointer } from './reference-checkpoint.js';
 import type { StateMachinePlugin } from './plugin.js';
@@ -362,7 +362,6 @@ async function loadStateMachine<P extends StateMachinePlugin<unknown>>(
   g: Recovering<P>,
 ): Promise<{ sm: FsStateMachine<P>; snapshotLastLogId: LogId | null }> {
   const { s, id, groupDir, opened } = g;
-  const fs = s.fs;
   const sm = await openFsStateMachine<P>({
     groupId: id,
     dir: path.join(groupDir, SM_DIR),
@@ -380,7 +379,7 @@ async function loadStateMachine<P extends StateMachinePlugin<unknown>>(
       // Kept by the state machine for as long as the group is open: it names only what it
       // needs (not the recovery's context, which holds the directory listing and the journal's
       // replayed writes of the group; a thousand open groups kept those, heap snapshot).
-      markMade: () => rewriteGroupFile(fs, groupDir, id, GROUP_STATE_MACHINE_MADE),
+      markMade: () => rewriteGroupFile(s.fs, groupDir, id, GROUP_STATE_MACHINE_MADE),
       ...(s.mistakes?.markBeforeStateMachineFiles === true ? { markFirst: true } : {}),
     },
   });
@@ -411,8 +410,7 @@ async function reconcile<P extends StateMachinePlugin<unknown>>(
   if (committed.index < log.endIndex) {
     // The log's last entry was read by step 2: when the committed pointer names its index (a
     // node stopped once its last entry was committed), its id is that one, not read again.
-    const atCommitted =
-      lastLogId !== null && lastLogId.index === committed.index ? lastLogId : decodeEntryLogId((await log.read(committed.index, 1))[0] as Uint8Array);
+    const atCommitted = lastLogId?.index === committed.index ? lastLogId : await readRecordLogId(log, committed.index);
     if (!logIdEquals(atCommitted, committed)) {
       throw corrupt(
         `raft group ${JSON.stringify(id)}: the committed id (${fmt(committed)}) differs from the log's entry at its index (${fmt(atCommitted)})`,
