@@ -17,11 +17,12 @@ import { MemoryFs, type DiskImage } from '../lib/fs/memory.js';
 import type { FileSystem, OpenMode } from '../lib/fs/types.js';
 import { CommitBatch, FenceTiming, openFsHostStore, type FsHostStore } from '../lib/host/index.js';
 import { encodeKvCommand } from '../lib/raft/kv.js';
-import { openRaftNode } from '../lib/raft/node.js';
+import { groupDirectory, openRaftNode } from '../lib/raft/node.js';
 import type { Entry, LogId } from '../lib/raft/types.js';
 import { openSegmentedLog } from '../segments/index.js';
 import { openPayloadStore } from '../lib/payloads/index.js';
 import { verifyDataDirectory } from '../lib/tools/verify.js';
+import { toThreeCellLayout } from './support/three-cell-group.js';
 
 const te = new TextEncoder();
 
@@ -134,53 +135,62 @@ function openNode(fs: FileSystem) {
   return openRaftNode('/node', { fs, clock: new ManualClock(), payloads: { graceMs: 0 }, segmentBytes: 4096, journalSegmentBytes: 4096 });
 }
 
-test('a Raft group: a damaged vote, committed or purged cell is CORRUPT at open, never the older term or id', async () => {
-  for (const which of ['vote', 'committed', 'purged'] as const) {
-    const m = new MemoryFs({ image: { dirs: ['/node'], files: {} }, trace: false });
-    const node = await openNode(m);
-    const g = await node.openGroup('g');
-    await new Promise<void>((resolve, reject) => {
-      g.log.append([entry(1, 1), entry(1, 2), entry(1, 3), entry(2, 4)], (err) => (err === null ? resolve() : reject(err))).catch(reject);
-    });
-    const cellFile = (): string => {
-      const name = Object.keys(m.currentImage().files).find((f) => f.endsWith(`/${which}.cell`));
-      assert.ok(name !== undefined, `${which}.cell exists`);
-      return name;
-    };
-    let before: Uint8Array;
-    if (which === 'vote') {
-      await g.log.saveVote({ leaderId: { term: 1, nodeId: 1 }, committed: false });
-      before = fileOf(m, cellFile());
-      await g.log.saveVote({ leaderId: { term: 2, nodeId: 1 }, committed: true });
-    } else if (which === 'committed') {
-      await g.log.saveCommitted(lid(1, 2));
-      before = fileOf(m, cellFile());
-      await g.log.saveCommitted(lid(2, 4));
-    } else {
-      await g.log.saveCommitted(lid(2, 4));
-      await g.log.purge(lid(1, 1));
-      before = fileOf(m, cellFile());
-      await g.log.purge(lid(1, 3));
+test('a Raft group: a damaged state cell, or vote, committed or purged cell of the earlier layout, is CORRUPT at open, never the older term or id', async () => {
+  for (const layout of ['state cell', 'three cells'] as const) {
+    for (const which of ['vote', 'committed', 'purged'] as const) {
+      const m = new MemoryFs({ image: { dirs: ['/node'], files: {} }, trace: false });
+      let node = await openNode(m);
+      let g = await node.openGroup('g');
+      await new Promise<void>((resolve, reject) => {
+        g.log.append([entry(1, 1), entry(1, 2), entry(1, 3), entry(2, 4)], (err) => (err === null ? resolve() : reject(err))).catch(reject);
+      });
+      if (layout === 'three cells') {
+        await node.close();
+        await toThreeCellLayout(groupDirectory('/node', 'g'), m);
+        node = await openNode(m);
+        g = await node.openGroup('g');
+      }
+      const cellName = layout === 'state cell' ? 'state.cell' : `${which}.cell`;
+      const cellFile = (): string => {
+        const name = Object.keys(m.currentImage().files).find((f) => f.endsWith(`/${cellName}`));
+        assert.ok(name !== undefined, `${cellName} exists`);
+        return name;
+      };
+      let before: Uint8Array;
+      if (which === 'vote') {
+        await g.log.saveVote({ leaderId: { term: 1, nodeId: 1 }, committed: false });
+        before = fileOf(m, cellFile());
+        await g.log.saveVote({ leaderId: { term: 2, nodeId: 1 }, committed: true });
+      } else if (which === 'committed') {
+        await g.log.saveCommitted(lid(1, 2));
+        before = fileOf(m, cellFile());
+        await g.log.saveCommitted(lid(2, 4));
+      } else {
+        await g.log.saveCommitted(lid(2, 4));
+        await g.log.purge(lid(1, 1));
+        before = fileOf(m, cellFile());
+        await g.log.purge(lid(1, 3));
+      }
+      await node.close();
+      const file = cellFile();
+      const image = m.currentImage();
+      const offsets = changedOffsets(before, fileOf(m, file));
+      for (const offset of picks(offsets)) {
+        const bad = damaged(image, file, offset);
+        await assert.rejects(
+          (async () => {
+            const again = await openNode(new MemoryFs({ image: bad, trace: false }));
+            const group = await again.openGroup('g');
+            const state = which === 'vote' ? await group.log.readVote() : which === 'committed' ? await group.log.readCommitted() : (await group.log.getLogState()).lastPurgedLogId;
+            await again.close();
+            return state;
+          })(),
+          (err: unknown) => isCorrupt(err),
+          `${layout}, ${which}: a flipped byte at ${offset} of the newer slot`,
+        );
+      }
+      await expectVerifyError(damaged(image, file, offsets[Math.floor(offsets.length / 2)]!), '/node', file);
     }
-    await node.close();
-    const file = cellFile();
-    const image = m.currentImage();
-    const offsets = changedOffsets(before, fileOf(m, file));
-    for (const offset of picks(offsets)) {
-      const bad = damaged(image, file, offset);
-      await assert.rejects(
-        (async () => {
-          const again = await openNode(new MemoryFs({ image: bad, trace: false }));
-          const group = await again.openGroup('g');
-          const state = which === 'vote' ? await group.log.readVote() : which === 'committed' ? await group.log.readCommitted() : (await group.log.getLogState()).lastPurgedLogId;
-          await again.close();
-          return state;
-        })(),
-        (err: unknown) => isCorrupt(err),
-        `${which}: a flipped byte at ${offset} of the newer slot`,
-      );
-    }
-    await expectVerifyError(damaged(image, file, offsets[Math.floor(offsets.length / 2)]!), '/node', file);
   }
 });
 

@@ -6,19 +6,25 @@
 // committed id, purge and install, and nothing no prefix of the calls makes. Prints the number of
 // states each workload checked. Then the same with every group journaling its writes (a lone
 // group writes its own log by default). Then each planted ordering mistake must be caught, both ways.
+// The workloads that write a vote, a committed pointer or a purged id run again on groups of the
+// earlier three-cell layout (raft-three-cells.ts), and their cell-ordering plants are caught there.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { PLANT_WORKLOAD, raftCrashWorkloads, raftPlants, runRaftCrashWorkload } from '../lib/crash/workloads/raft.js';
+import { PLANT_WORKLOAD, THREE_CELL_WORKLOADS, raftCrashWorkloads, raftPlants, runRaftCrashWorkload } from '../lib/crash/workloads/raft.js';
+import { onThreeCells } from '../lib/crash/workloads/raft-three-cells.js';
 import { referencesWorkload } from '../lib/crash/workloads/raft-references.js';
 import { cleanCloseWorkload, manifestGrowthWorkload } from '../lib/crash/workloads/raft-clean.js';
 
 // Each workload as it comes (a lone group writes its own log), with every group journaling its
 // writes, and switching between the two at every append (every switch's barrier and flushed
 // mark), so that each crash state of those paths is checked.
-for (const w of [...raftCrashWorkloads, referencesWorkload, cleanCloseWorkload, manifestGrowthWorkload]) {
-  for (const mode of [undefined, 'journal', 'alternate'] as const) {
+// The workloads that write the vote, committed pointer or purged id, also on groups of the
+// earlier three-cell layout (direct and journaled).
+const threeCells = THREE_CELL_WORKLOADS.map((name) => onThreeCells(raftCrashWorkloads.find((w) => w.name === name)!));
+for (const w of [...raftCrashWorkloads, referencesWorkload, cleanCloseWorkload, manifestGrowthWorkload, ...threeCells]) {
+  for (const mode of threeCells.includes(w) ? ([undefined, 'journal'] as const) : ([undefined, 'journal', 'alternate'] as const)) {
     const name = `${w.name}${mode === undefined ? '' : `, ${mode}`}`;
     test(`crash: raft ${name}`, async (t) => {
       const run = await runRaftCrashWorkload(w, { maxStates: 4000, maxViolations: 3 }, undefined, mode);
@@ -38,6 +44,16 @@ for (const w of [...raftCrashWorkloads, referencesWorkload, cleanCloseWorkload, 
       }
     });
   }
+}
+
+// The cell-ordering plants, caught on the three-cell layout too.
+for (const plant of ['vote-not-barrier', 'committed-before-log', 'drop-before-purged-id']) {
+  test(`crash: planted mistake '${plant}' is caught on groups of the three-cell layout`, async () => {
+    const w = threeCells.find((x) => x.name === `${PLANT_WORKLOAD[plant]} (three cells)`);
+    assert.ok(w !== undefined);
+    const run = await runRaftCrashWorkload(w, { maxStates: 4000, maxViolations: 1 }, raftPlants[plant]);
+    assert.ok(run.explore.violations.length > 0, `${plant}: no violation found in ${run.explore.states} states`);
+  });
 }
 
 for (const [plant, mistakes] of Object.entries(raftPlants)) {

@@ -16,6 +16,7 @@ import { openPayloadStore } from '../lib/payloads/index.js';
 import { groupDirectory, openRaftNode } from '../lib/raft/node.js';
 import { openSegmentedLog } from '../segments/index.js';
 import { OPTS, buildNode } from './support/damage-node.js';
+import { toThreeCellLayout } from './support/three-cell-group.js';
 
 
 async function withRoot(body: (root: string) => Promise<void>): Promise<void> {
@@ -37,13 +38,26 @@ function corruptNaming(p: string): (err: unknown) => boolean {
 }
 
 
-for (const victim of ['log', 'log/MANIFEST', 'vote.cell', 'committed.cell', 'purged.cell', 'sm', 'sm/journal', 'sm/journal/MANIFEST', 'sm/snapshots']) {
+for (const victim of ['log', 'log/MANIFEST', 'state.cell', 'sm', 'sm/journal', 'sm/journal/MANIFEST', 'sm/snapshots']) {
   test(`raft group: a deleted ${victim} is CORRUPT naming it, not a group made again over the rest`, async () => {
     await withRoot(async (root) => {
       const dir = path.join(root, 'node');
       await buildNode(dir);
       const gone = path.join(groupDirectory(dir, 'g'), victim);
       await fsp.rm(gone, { recursive: true });
+      await assert.rejects(openRaftNode(dir, OPTS), corruptNaming(gone));
+    });
+  });
+}
+
+for (const victim of ['vote.cell', 'committed.cell', 'purged.cell']) {
+  test(`raft group of the earlier layout (three cells): a deleted ${victim} is CORRUPT naming it, not a group made again over the rest`, async () => {
+    await withRoot(async (root) => {
+      const dir = path.join(root, 'node');
+      await buildNode(dir);
+      await toThreeCellLayout(groupDirectory(dir, 'g'));
+      const gone = path.join(groupDirectory(dir, 'g'), victim);
+      await fsp.rm(gone);
       await assert.rejects(openRaftNode(dir, OPTS), corruptNaming(gone));
     });
   });
@@ -68,7 +82,7 @@ test('raft group: a group whose creation was never used still opens empty, and e
     await node.openGroup('fresh');
     await node.close();
     const gd = groupDirectory(dir, 'fresh');
-    for (const f of ['GROUP', 'vote.cell', 'committed.cell', 'purged.cell', 'log/MANIFEST']) {
+    for (const f of ['GROUP', 'state.cell', 'log/MANIFEST']) {
       assert.ok((await fsp.stat(path.join(gd, f).replace(/\/$/, ''))) !== null, f);
     }
     // The state machine's files are made at its first write (nothing applied yet: none).

@@ -1,6 +1,6 @@
 // `seglog verify` reports as an error (never clean, never a mere warning) a directory from which a
-// file was deleted whose loss makes the store serve a different state: a Raft group's purged-id,
-// committed or vote cell, its log or journal manifest, the only snapshot after a purge, a log's
+// file was deleted whose loss makes the store serve a different state: a Raft group's state cell (or,
+// in the earlier layout, its purged-id, committed or vote cell), its log or journal manifest, the only snapshot after a purge, a log's
 // MANIFEST beside a segment a manifest named. Each case checks that the directory was clean
 // before the deletion, and that the error names the missing file.
 
@@ -14,6 +14,7 @@ import { verifyDataDirectory, verifyExitCode, type VerifyReport } from '../lib/t
 import { groupDirectory, openRaftNode } from '../lib/raft/node.js';
 import { openSegmentedLog } from '../segments/index.js';
 import { OPTS, buildNode } from './support/damage-node.js';
+import { toThreeCellLayout } from './support/three-cell-group.js';
 import { openFsHostStore } from '../lib/host/index.js';
 import { openPayloadStore } from '../lib/payloads/index.js';
 
@@ -44,9 +45,21 @@ function assertErrorAt(report: VerifyReport, p: string): void {
   assert.notEqual(verifyExitCode(report), 0);
 }
 
-for (const victim of ['purged.cell', 'committed.cell', 'vote.cell', 'log/MANIFEST', 'sm/journal/MANIFEST']) {
+for (const victim of ['state.cell', 'log/MANIFEST', 'sm/journal/MANIFEST']) {
   test(`verify: a Raft group whose ${victim} was deleted is an error`, async () => {
     await withNode(async (dir) => {
+      const gone = path.join(groupDirectory(dir, 'g'), victim);
+      await fsp.rm(gone);
+      assertErrorAt(await verifyDataDirectory(dir), gone);
+    });
+  });
+}
+
+for (const victim of ['purged.cell', 'committed.cell', 'vote.cell']) {
+  test(`verify: a Raft group of the earlier layout (three cells) whose ${victim} was deleted is an error`, async () => {
+    await withNode(async (dir) => {
+      await toThreeCellLayout(groupDirectory(dir, 'g'));
+      assert.deepEqual(errors(await verifyDataDirectory(dir)), [], 'the earlier layout verifies clean');
       const gone = path.join(groupDirectory(dir, 'g'), victim);
       await fsp.rm(gone);
       assertErrorAt(await verifyDataDirectory(dir), gone);

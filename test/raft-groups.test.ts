@@ -20,6 +20,7 @@ import { MemoryFs } from '../lib/fs/memory.js';
 import { realFs } from '../lib/fs/real.js';
 import { groupDirectory, listPayloadReferences, openRaftNode, type RaftGroup } from '../lib/raft/node.js';
 import type { KvPlugin } from '../lib/raft/kv.js';
+import { THREE_CELLS, toThreeCellLayout } from './support/three-cell-group.js';
 
 const TERM = { term: 1, nodeId: 1 };
 
@@ -180,9 +181,9 @@ test('groups recover concurrently, each in order: the registry and the report in
     }
     await node.close();
 
-    // Damage one group's committed cell: the open fails CORRUPT, and nothing stays open.
+    // Damage one group's state cell: the open fails CORRUPT, and nothing stays open.
     const victim = groupDirectory(dir, ids[17] as string);
-    await writeFile(path.join(victim, 'committed.cell'), Buffer.alloc(8192, 0x5a));
+    await writeFile(path.join(victim, 'state.cell'), Buffer.alloc(8192, 0x5a));
     const before = await descriptors();
     await assert.rejects(openRaftNode(dir, options), code('CORRUPT'));
     assert.ok((await descriptors()) <= before + 2, 'a failed open closes every group it opened');
@@ -260,7 +261,7 @@ test('a clean close leaves the CLEAN mark; the next open consumes it and syncs n
   assert.ok(syncsSince(from) >= 9, 'no mark: the open syncs');
 });
 
-test('a group is small (one-sector cells, 1 KiB manifests); a manifest grows as its log gains segments; a group of the earlier layout (4 KiB cell slots, 8 KiB manifest slots) opens and works', async () => {
+test('a group is small (one one-sector state cell, 1 KiB manifests); a manifest grows as its log gains segments; a group of the earlier layout (three cells of 4 KiB slots, 8 KiB manifest slots) opens and works', async () => {
   const { ManualClock } = await import('../lib/clock.js');
   const { encodeNewCellFile, peekGrowingCell } = await import('../cells/index.js');
   const { peekManifest } = await import('../segments/manifest.js');
@@ -270,7 +271,8 @@ test('a group is small (one-sector cells, 1 KiB manifests); a manifest grows as 
   const g = await node.openGroup('g');
   const dir = groupDirectory('/n', 'g');
   const size = async (rel: string): Promise<number> => (await fs.stat(path.join(dir, rel)))?.size ?? -1;
-  for (const cell of ['vote.cell', 'committed.cell', 'purged.cell']) assert.equal(await size(cell), 512, `${cell}: two 256-byte slots`);
+  assert.equal(await size('state.cell'), 512, 'the state cell: two 256-byte slots');
+  for (const cell of THREE_CELLS) assert.equal(await size(cell), -1, `no ${cell}: the state cell holds its value`);
   assert.equal(await size('log/MANIFEST'), 1024);
   assert.equal(await size('sm'), -1, 'the state machine files wait for its first write');
   await g.stateMachine.apply([{ logId: { leaderId: TERM, index: 0 }, payload: { type: 'blank' } }]);
@@ -291,7 +293,8 @@ test('a group is small (one-sector cells, 1 KiB manifests); a manifest grows as 
   assert.equal((await h.log.tryGetLogEntries(1, 100)).length, 80, 'every entry is there after the growth and a reopen');
   await reopened.close();
 
-  // The earlier layout: the same values in 4096-byte cell slots and 8192-byte manifest slots.
+  // The earlier layout: the same values in three cells of 4096-byte slots and 8192-byte manifest slots.
+  await toThreeCellLayout(dir, fs);
   const rewrite = async (rel: string, slotBytes: number, value: Uint8Array | null): Promise<void> => {
     assert.ok(value !== null, rel);
     const file = path.join(dir, rel);
@@ -301,7 +304,7 @@ test('a group is small (one-sector cells, 1 KiB manifests); a manifest grows as 
     await fh.datasync();
     await fh.close();
   };
-  for (const cell of ['vote.cell', 'committed.cell', 'purged.cell']) await rewrite(cell, 4096, await peekGrowingCell(fs, path.join(dir, cell), 256, 4096));
+  for (const cell of THREE_CELLS) await rewrite(cell, 4096, await peekGrowingCell(fs, path.join(dir, cell), 256, 4096));
   for (const m of ['log/MANIFEST', 'sm/journal/MANIFEST']) await rewrite(m, 8192, await peekManifest(path.join(dir, m), fs));
   const old = await open();
   const o = await old.openGroup('g');
@@ -311,6 +314,7 @@ test('a group is small (one-sector cells, 1 KiB manifests); a manifest grows as 
   await appendBig(o, 81);
   await old.close();
   assert.equal(await size('vote.cell'), 8192, 'an earlier cell keeps its slot size');
+  assert.equal(await size('state.cell'), -1, 'a group of the earlier layout keeps it: no state cell is made');
   const last = await open();
   assert.equal((await last.openGroup('g').then((x) => x.log.readVote()))?.leaderId.term, 2);
   await last.close();

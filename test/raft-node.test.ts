@@ -194,11 +194,11 @@ test('a collection running between an append\'s payload check and its staging ne
   const fs = new FaultyFs(new MemoryFs({ trace: false }));
   const node = await open(fs, 0);
   const g = await node.openGroup('race');
-  await g.log.saveVote({ leaderId: { term: 1, nodeId: 1 }, committed: false }); // creates the cell
+  await g.log.saveVote({ leaderId: { term: 1, nodeId: 1 }, committed: false });
   const digest = await put(node, 'a body');
   // A vote whose sync is held keeps the queue: the append behind it has checked its payload
   // (present) but is not staged yet when the collection runs.
-  const pause = fs.pause('datasync', (p) => p.endsWith('/vote.cell'));
+  const pause = fs.pause('datasync', (p) => p.endsWith('/state.cell'));
   const vote = g.log.saveVote({ leaderId: { term: 2, nodeId: 1 }, committed: false });
   await pause.reached;
   const appended = appendFlushed(g, [kv(2, 0, 'k', [digest])]);
@@ -381,12 +381,12 @@ test("faults: EIO on a journaled group's own segment write poisons the group; wh
   await node.close();
 });
 
-test('faults: EIO on the vote cell → saveVote rejects, then POISONED; the old vote survives a reopen', async () => {
+test('faults: EIO on the state cell under a vote → saveVote rejects, then POISONED; the old vote survives a reopen', async () => {
   const fs = new FaultyFs(new MemoryFs({ trace: false }));
   let node = await open(fs);
   let g = await node.openGroup('v');
   await g.log.saveVote({ leaderId: { term: 1, nodeId: 1 }, committed: true });
-  fs.fail({ kind: 'datasync', path: (p) => p.endsWith('/vote.cell') });
+  fs.fail({ kind: 'datasync', path: (p) => p.endsWith('/state.cell') });
   await assert.rejects(g.log.saveVote({ leaderId: { term: 2, nodeId: 2 }, committed: false }), code('IO_ERROR'));
   await assert.rejects(g.log.saveVote({ leaderId: { term: 3, nodeId: 2 }, committed: false }), code('POISONED'));
   await assert.rejects(g.log.append([kv(1, 0)], () => {}), code('POISONED'));
@@ -399,7 +399,7 @@ test('faults: EIO on the vote cell → saveVote rejects, then POISONED; the old 
   await node.close();
 });
 
-test('faults: ENOSPC on the committed cell and on the journal; a failed snapshot build leaves nothing behind', async () => {
+test('faults: ENOSPC on the state cell under a committed pointer and on the journal; a failed snapshot build leaves nothing behind', async () => {
   const mem = new MemoryFs({ trace: false });
   const fs = new FaultyFs(mem);
   let node = await open(fs);
@@ -416,8 +416,8 @@ test('faults: ENOSPC on the committed cell and on the journal; a failed snapshot
   assert.equal(await g.stateMachine.getCurrentSnapshot(), null);
   await g.stateMachine.apply([kv(1, 1)]); // not poisoned
 
-  await g.log.saveCommitted(lid(1, 0)); // creates the cell file (its first write goes through a temporary file)
-  fs.fail({ kind: 'datasync', path: (p) => p.endsWith('/committed.cell'), error: 'ENOSPC' });
+  await g.log.saveCommitted(lid(1, 0));
+  fs.fail({ kind: 'datasync', path: (p) => p.endsWith('/state.cell'), error: 'ENOSPC' });
   await assert.rejects(g.log.saveCommitted(lid(1, 1)), code('NO_SPACE'));
   await assert.rejects(g.log.saveCommitted(lid(1, 1)), code('POISONED'));
   fs.fail({ kind: 'datasync', path: (p) => p.includes('/sm/journal/') && p.endsWith('.seg'), error: 'EIO' });
@@ -437,7 +437,7 @@ test('faults: a group creation whose write, file sync or directory sync fails is
   const fs = new FaultyFs(mem);
   const node = await open(fs);
   const cases = [
-    { kind: 'write', path: (p: string) => p.includes('/tmp-') && p.endsWith('/vote.cell'), error: 'ENOSPC', want: 'NO_SPACE' },
+    { kind: 'write', path: (p: string) => p.includes('/tmp-') && p.endsWith('/state.cell'), error: 'ENOSPC', want: 'NO_SPACE' },
     { kind: 'datasync', path: (p: string) => p.includes('/tmp-') && p.includes('/log/') && p.endsWith('.seg'), error: 'EIO', want: 'IO_ERROR' },
     { kind: 'syncDir', path: (p: string) => p.includes('/tmp-') && p.endsWith('/log'), error: 'ENOSPC', want: 'NO_SPACE' },
     { kind: 'rename', path: (p: string) => p.includes('/tmp-'), error: 'EIO', want: 'IO_ERROR' },

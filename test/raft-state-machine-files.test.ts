@@ -16,7 +16,8 @@ import { isSeglogError } from '../lib/errors.js';
 import { FaultyFs } from '../lib/fs/faulty.js';
 import { MemoryFs } from '../lib/fs/memory.js';
 import type { FileSystem } from '../lib/fs/types.js';
-import { encodeGroupFile, readGroupFile } from '../lib/raft/fs-layout.js';
+import { GROUP_STATE_CELL, encodeGroupFile, readGroupFile } from '../lib/raft/fs-layout.js';
+import { toThreeCellLayout } from './support/three-cell-group.js';
 import { encodeKvCommand, type KvPlugin } from '../lib/raft/kv.js';
 import { groupDirectory, openRaftNode, type RaftNodeOptions } from '../lib/raft/node.js';
 import type { Entry, LogId } from '../lib/raft/types.js';
@@ -70,7 +71,7 @@ test('a group that applied nothing holds no state machine files; the first apply
   await g.log.saveCommitted(lid(1));
   await node.close();
   assert.equal(await exists(fs, path.posix.join(gd, 'sm')), false, 'no sm/ before the first write');
-  assert.deepEqual(await readGroupFile(fs, gd), { id: 'g', version: 2, stateMachineMade: false });
+  assert.deepEqual(await readGroupFile(fs, gd), { id: 'g', version: 2, stateMachineMade: false, stateCell: true });
 
   node = await open(fs);
   g = await node.openGroup('g');
@@ -80,7 +81,7 @@ test('a group that applied nothing holds no state machine files; the first apply
   assert.equal(await exists(fs, path.posix.join(gd, 'sm', 'journal', 'MANIFEST')), true);
   assert.equal(await exists(fs, path.posix.join(gd, 'sm', 'snapshots')), true);
   assert.equal(await exists(fs, path.posix.join(gd, 'sm.tmp')), false, 'the temporary name was renamed');
-  assert.equal((await readGroupFile(fs, gd)).stateMachineMade, true);
+  assert.deepEqual(await readGroupFile(fs, gd), { id: 'g', version: 2, stateMachineMade: true, stateCell: true }, 'the mark keeps the layout flag');
   await g.stateMachine.apply([kv(2)]);
   await node.close();
 
@@ -138,7 +139,7 @@ test('files made but not yet marked (a crash between) open as made, and are mark
   await g.stateMachine.apply([kv(0), kv(1)]);
   await node.close();
   const gd = groupDirectory(DIR, 'g');
-  await writeWhole(fs, path.posix.join(gd, 'GROUP'), encodeGroupFile('g', 0));
+  await writeWhole(fs, path.posix.join(gd, 'GROUP'), encodeGroupFile('g', GROUP_STATE_CELL));
   node = await open(fs);
   assert.deepEqual(node.recovery.get('g')?.applied, lid(1));
   assert.equal((await readGroupFile(fs, gd)).stateMachineMade, true);
@@ -151,7 +152,7 @@ test('files made but not yet marked, one of them lost since: CORRUPT naming it, 
   await (await node.openGroup('g')).stateMachine.apply([kv(0)]);
   await node.close();
   const gd = groupDirectory(DIR, 'g');
-  await writeWhole(fs, path.posix.join(gd, 'GROUP'), encodeGroupFile('g', 0));
+  await writeWhole(fs, path.posix.join(gd, 'GROUP'), encodeGroupFile('g', GROUP_STATE_CELL));
   const manifest = path.posix.join(gd, 'sm', 'journal', 'MANIFEST');
   await fs.unlink(manifest);
   await assert.rejects(open(fs), (err: unknown) => {
@@ -257,8 +258,10 @@ test('a group of the first format (GROUP without flags) opens as it is, and its 
   await g.stateMachine.apply([kv(0)]);
   await node.close();
   const gd = groupDirectory(DIR, 'old');
+  // A group of the first format keeps its vote, committed and purged id in three cells.
+  await toThreeCellLayout(gd, fs);
   await writeWhole(fs, path.posix.join(gd, 'GROUP'), groupFileV1('old'));
-  assert.deepEqual(await readGroupFile(fs, gd), { id: 'old', version: 1, stateMachineMade: true });
+  assert.deepEqual(await readGroupFile(fs, gd), { id: 'old', version: 1, stateMachineMade: true, stateCell: false });
   node = await open(fs);
   const o = await node.openGroup('old');
   await o.stateMachine.apply([kv(1)]);

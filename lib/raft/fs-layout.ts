@@ -3,13 +3,14 @@
 //
 // Owns: the node's directory layout (documented in docs/raft-store.md, "Layout"), the encoding of
 // a group's GROUP file (the group id and its flags, checksummed; the first format, without flags,
-// still read), the mapping from a group id to its directory
+// still read; the flags also say which of the two layouts of a group's small state it has), the mapping from a group id to its directory
 // name (a SHA-256, so that a group id never becomes a path as is), the snapshot file names, and a
 // recursive removal through the FileSystem interface. Guarantees: a group directory's name is a
 // function of its id alone; a GROUP file that does not decode to exactly the id its directory
 // name hashes, or that carries a flag this version does not know, is CORRUPT; a GROUP file is
 // replaced only whole (temporary file, sync, rename, directory sync); nothing here holds more than one small file in memory.
 
+import * as crypto from 'node:crypto';
 import { createHash } from 'node:crypto';
 import * as path from 'node:path';
 import { crc32 } from 'node:zlib';
@@ -43,6 +44,11 @@ export const GROUP_TEMP_PREFIX = 'tmp-';
 
 /** Inside a group directory. */
 export const GROUP_FILE = 'GROUP';
+/**
+ * The group's vote, committed pointer and purged id, in one cell (group-state.ts): every group
+ * made since the GROUP_STATE_CELL flag exists. A group made before it keeps the three cells below.
+ */
+export const STATE_CELL = 'state.cell';
 export const VOTE_CELL = 'vote.cell';
 export const COMMITTED_CELL = 'committed.cell';
 export const PURGED_CELL = 'purged.cell';
@@ -83,7 +89,15 @@ const GROUP_MAGIC_BYTES = 8;
  * has applied nothing and holds no snapshot (it is made at its first write, fs-state-machine.ts).
  */
 export const GROUP_STATE_MACHINE_MADE = 1;
-const GROUP_KNOWN_FLAGS = GROUP_STATE_MACHINE_MADE;
+/**
+ * GROUP flag: the group's vote, committed pointer and purged id are one cell, STATE_CELL (set on
+ * every group made since it exists, never changed). Unset: three cells, VOTE_CELL, COMMITTED_CELL
+ * and PURGED_CELL (the layout of the groups an earlier version made, read and written as it is).
+ * A version that does not know the flag refuses the GROUP file (CORRUPT, "unknown flags"), so no
+ * earlier version opens a group whose state it would not find.
+ */
+export const GROUP_STATE_CELL = 2;
+const GROUP_KNOWN_FLAGS = GROUP_STATE_MACHINE_MADE | GROUP_STATE_CELL;
 /** The temporary name of a GROUP file being replaced (a leftover is replaced at the next write). */
 export const GROUP_FILE_TEMP = 'GROUP.tmp';
 
@@ -94,6 +108,13 @@ export interface GroupFile {
   version: 1 | 2;
   /** The state machine's files exist (always true of version 1). */
   stateMachineMade: boolean;
+  /** The vote, committed pointer and purged id are one cell, STATE_CELL (GROUP_STATE_CELL; never true of version 1). */
+  stateCell: boolean;
+}
+
+/** The flags a GROUP file of version 2 holds for `file` (what a rewrite must keep). */
+export function groupFlagsOf(file: GroupFile): number {
+  return (file.stateMachineMade ? GROUP_STATE_MACHINE_MADE : 0) | (file.stateCell ? GROUP_STATE_CELL : 0);
 }
 
 /** Throws INVALID unless `id` is a group id: 1..512 UTF-8 bytes of well-formed text. */
@@ -105,8 +126,10 @@ export function validateGroupId(id: unknown): asserts id is string {
 
 /** The directory name of a group: the SHA-256 of its id's UTF-8 bytes, 64 lowercase hex digits. */
 export function groupDirName(id: string): string {
-  return createHash('sha256').update(id, 'utf8').digest('hex');
+  // The one-shot form where this Node has it (20.12 on): no Hash object per group an open checks.
+  return oneShotHash !== undefined ? oneShotHash('sha256', id, 'hex') : createHash('sha256').update(id, 'utf8').digest('hex');
 }
+const oneShotHash = (crypto as { hash?: (algorithm: string, data: string, encoding: 'hex') => string }).hash;
 
 /** True for a name `groupDirName` can answer. */
 export function isGroupDirName(name: string): boolean {
@@ -140,12 +163,12 @@ export async function readGroupFile(fs: FileSystem, dir: string): Promise<GroupF
     throw fromIo(err, 'open', file);
   }
   try {
-    const size = await h.size();
+    // One read of one byte more than the longest GROUP file: its length is what the read answers.
     const max = GROUP_MAGIC_BYTES + 9 + MAX_GROUP_ID_BYTES;
-    if (size < GROUP_MAGIC_BYTES + 8 || size > max) throw corrupt(`${file} is ${size} bytes: not a group file`, { path: file });
-    const b = Buffer.alloc(size);
-    const n = await h.read(b, 0);
-    if (n !== size) throw corrupt(`${file} ends early`, { path: file });
+    const whole = Buffer.alloc(max + 1);
+    const size = await h.read(whole, 0);
+    if (size < GROUP_MAGIC_BYTES + 8 || size > max) throw corrupt(`${file} is ${size > max ? `longer than ${max} bytes` : `${size} bytes`}: not a group file`, { path: file });
+    const b = whole.subarray(0, size);
     const magic = b.subarray(0, GROUP_MAGIC_BYTES);
     const version = magic.equals(GROUP_MAGIC_V2) ? 2 : magic.equals(GROUP_MAGIC_V1) ? 1 : 0;
     if (version === 0) throw corrupt(`${file} has a wrong magic number`, { path: file });
@@ -165,7 +188,7 @@ export async function readGroupFile(fs: FileSystem, dir: string): Promise<GroupF
     if (groupDirName(id) !== path.basename(dir)) {
       throw corrupt(`${file} names group ${JSON.stringify(id)}, whose directory is not ${path.basename(dir)}`, { path: file });
     }
-    return { id, version, stateMachineMade: (flags & GROUP_STATE_MACHINE_MADE) !== 0 };
+    return { id, version, stateMachineMade: (flags & GROUP_STATE_MACHINE_MADE) !== 0, stateCell: (flags & GROUP_STATE_CELL) !== 0 };
   } catch (err) {
     throw fromIo(err, 'read', file);
   } finally {

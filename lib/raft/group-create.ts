@@ -7,8 +7,8 @@
 // its log with a first segment and manifest (512-byte slots) — every file written, then every
 // file and directory synced at once, then renamed into place and the groups directory synced: a
 // crash leaves it whole or absent (the node's open removes a temporary leftover, fs-layout.ts
-// names it). So every group directory holds every file of GROUP_DEFINING_FILES from its creation
-// on, and open answers CORRUPT for one missing. The state machine's files (STATE_MACHINE_FILES)
+// names it). So every group directory holds every file `groupDefiningFiles` names for its layout
+// from its creation on, and open answers CORRUPT for one missing. The state machine's files (STATE_MACHINE_FILES)
 // are made at its first write (fs-state-machine.ts), and required once the GROUP file says so.
 
 import * as path from 'node:path';
@@ -22,29 +22,41 @@ import {
   GROUP_CELL_SLOT_BYTES,
   GROUP_FILE,
   GROUP_MANIFEST_SLOT_BYTES,
+  GROUP_STATE_CELL,
   GROUP_TEMP_PREFIX,
   JOURNAL_DIR,
   LOG_DIR,
   PURGED_CELL,
   SM_DIR,
   SNAPSHOTS_DIR,
+  STATE_CELL,
   VOTE_CELL,
   encodeGroupFile,
   groupDirName,
   removeTree,
   writeFilesDurably,
 } from './fs-layout.js';
+import { encodeGroupState } from './group-state.js';
 import type { NodeSettings } from './node-options.js';
 import type { StateMachinePlugin } from './plugin.js';
 
 /** The vote cell's value before the first vote: empty (a vote document is never empty). */
 export const NO_VOTE = new Uint8Array(0);
 
+/** The files of a group's log every group directory holds (relative to it); the log is named by its manifest. */
+const LOG_DEFINING_FILES: readonly string[] = [LOG_DIR, path.join(LOG_DIR, 'MANIFEST')];
+/** What a group made with the GROUP_STATE_CELL flag holds from its creation on. */
+const STATE_CELL_GROUP_FILES: readonly string[] = [GROUP_FILE, STATE_CELL, ...LOG_DEFINING_FILES];
+/** What a group an earlier version made (three cells) holds from its creation on. */
+const THREE_CELL_GROUP_FILES: readonly string[] = [GROUP_FILE, VOTE_CELL, COMMITTED_CELL, PURGED_CELL, ...LOG_DEFINING_FILES];
+
 /**
- * The files every group directory holds from its creation on (paths relative to it): a group
- * directory missing one lost it. The log is named by its manifest.
+ * The files a group directory holds from its creation on (paths relative to it), for its layout
+ * (`stateCell`: the GROUP file's GROUP_STATE_CELL flag): a group directory missing one lost it.
  */
-export const GROUP_DEFINING_FILES: readonly string[] = [GROUP_FILE, VOTE_CELL, COMMITTED_CELL, PURGED_CELL, LOG_DIR, path.join(LOG_DIR, 'MANIFEST')];
+export function groupDefiningFiles(stateCell: boolean): readonly string[] {
+  return stateCell ? STATE_CELL_GROUP_FILES : THREE_CELL_GROUP_FILES;
+}
 
 /**
  * The files of a group's state machine (relative to the group directory): made at its first write,
@@ -77,19 +89,17 @@ export async function createGroupDir<P extends StateMachinePlugin<unknown>>(s: N
 }
 
 /**
- * Every file of a new group directory at `temp`, whole: the GROUP file; the three cells, each
- * written whole under its own name (the group directory is itself the temporary file of the
- * creation, so the cell's own first-write protocol — a temporary file renamed into place, a
- * directory sync each — is not needed); and the log's first segment and manifest, the bytes its
- * own new-log path would commit (segments/new-log.ts).
+ * Every file of a new group directory at `temp`, whole: the GROUP file (GROUP_STATE_CELL set); the
+ * state cell, written whole under its own name (the group directory is itself the temporary file
+ * of the creation, so the cell's own first-write protocol — a temporary file renamed into place,
+ * a directory sync — is not needed); and the log's first segment and manifest, the bytes its own
+ * new-log path would commit (segments/new-log.ts).
  */
 function groupFiles<P extends StateMachinePlugin<unknown>>(s: NodeSettings<P>, temp: string, id: string): { file: string; bytes: Uint8Array }[] {
   const none = encodeOptionalLogId(null);
   const files = [
-    { file: path.join(temp, GROUP_FILE), bytes: encodeGroupFile(id) },
-    { file: path.join(temp, VOTE_CELL), bytes: encodeNewCellFile(GROUP_CELL_SLOT_BYTES, NO_VOTE) },
-    { file: path.join(temp, COMMITTED_CELL), bytes: encodeNewCellFile(GROUP_CELL_SLOT_BYTES, none) },
-    { file: path.join(temp, PURGED_CELL), bytes: encodeNewCellFile(GROUP_CELL_SLOT_BYTES, none) },
+    { file: path.join(temp, GROUP_FILE), bytes: encodeGroupFile(id, GROUP_STATE_CELL) },
+    { file: path.join(temp, STATE_CELL), bytes: encodeNewCellFile(GROUP_CELL_SLOT_BYTES, encodeGroupState({ vote: NO_VOTE, committed: none, purged: none })) },
   ];
   for (const f of newLogFiles(0, s.segmentBytes, GROUP_MANIFEST_SLOT_BYTES)) files.push({ file: path.join(temp, LOG_DIR, f.name), bytes: f.bytes });
   return files;

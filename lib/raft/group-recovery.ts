@@ -1,7 +1,7 @@
 // Opening one group of a Raft node: its stores, recovered in the order a consensus node's store
 // must establish its state after a crash, one named function per step.
 //
-// Owns: `recoverGroup` and its five steps — `readVoteAndCommitted` (1), `readLogState` (2, which
+// Owns: `recoverGroup` and its five steps — `readSmallState` (1), `readLogState` (2, which
 // finishes a purge whose purged id was durable before its entries were dropped),
 // `loadStateMachine` (3), `reconcile` (4) and `verifyPayloadReferences` (5) — the `RaftGroup` and
 // `GroupRecovery` shapes; step 5 reads the group's payload references from group-references.ts
@@ -17,24 +17,14 @@
 // - a failed open closes whatever it opened and takes its names out of the index again.
 
 import * as path from 'node:path';
-import { openOwnedCell, type Cell, type CellOptions } from '../../cells/index.js';
+import type { Cell, CellOptions } from '../../cells/index.js';
 import { openSegmentedLog, type SegmentedLog, type SegmentedLogOptions } from '../../segments/index.js';
 import { SeglogError, corrupt, fromIo } from '../errors.js';
 import type { FsPayloadStore } from '../payloads/index.js';
 import { decodeEntry, decodeEntryLogId, decodeOptionalLogId, decodeVote } from './codec.js';
-import {
-  COMMITTED_CELL,
-  GROUP_CELL_OPTIONS,
-  GROUP_MANIFEST_SLOT_BYTES,
-  GROUP_STATE_MACHINE_MADE,
-  LOG_DIR,
-  PURGED_CELL,
-  SM_DIR,
-  VOTE_CELL,
-  rewriteGroupFile,
-  type GroupFile,
-} from './fs-layout.js';
-import { GROUP_DEFINING_FILES, NO_VOTE, STATE_MACHINE_FILES } from './group-create.js';
+import { GROUP_CELL_OPTIONS, GROUP_MANIFEST_SLOT_BYTES, GROUP_STATE_MACHINE_MADE, LOG_DIR, SM_DIR, groupFlagsOf, rewriteGroupFile, type GroupFile } from './fs-layout.js';
+import { NO_VOTE, STATE_MACHINE_FILES, groupDefiningFiles } from './group-create.js';
+import { openGroupState } from './group-state.js';
 import { listEntries, ownEntry } from '../fs/own-entry.js';
 import type { DirEntry, FileSystem } from '../fs/types.js';
 import { FsRaftLogStorage, JOURNALED_LOG_SYNC } from './fs-log.js';
@@ -157,7 +147,7 @@ export async function recoverGroup<P extends StateMachinePlugin<unknown>>(
   const id = file.id;
   const opened: Opened<P> = { cells: [], log: null, sm: null, names: new GroupNames() };
   try {
-    const top = await checkDefiningFiles(s.fs, id, groupDir, file.stateMachineMade);
+    const top = await checkDefiningFiles(s.fs, id, groupDir, file);
     const g: Recovering<P> = {
       s,
       cells: { fs: s.fs, ...GROUP_CELL_OPTIONS, ...(node.knownDurable ? { knownDurable: true } : {}) },
@@ -170,8 +160,9 @@ export async function recoverGroup<P extends StateMachinePlugin<unknown>>(
       journal: node.journal,
       journalOps,
     };
-    const { voteCell, committedCell, vote, committed } = await readVoteAndCommitted(g);
-    const logState = await readLogState(g);
+    const small = await readSmallState(g);
+    const { vote, committed } = small;
+    const logState = await readLogState(g, small.purged);
     const log = logState.log;
     const { sm, snapshotLastLogId } = await loadStateMachine(g);
     const { applied, replayed, behindLog } = await reconcile(id, log, sm, committed, logState.lo, logState.lastLogId);
@@ -181,9 +172,9 @@ export async function recoverGroup<P extends StateMachinePlugin<unknown>>(
     const logStore = new FsRaftLogStorage({
       groupId: id,
       log,
-      voteCell,
-      committedCell,
-      purgedCell: logState.purgedCell,
+      voteCell: small.cells.vote,
+      committedCell: small.cells.committed,
+      purgedCell: small.cells.purged,
       vote,
       committed,
       purged: logState.purged,
@@ -233,12 +224,13 @@ export async function recoverGroup<P extends StateMachinePlugin<unknown>>(
 }
 
 /**
- * Before step 1: every file a group holds from its creation on (group-create.ts) must be there,
- * as itself (not a link), and its state machine's files once its GROUP file says they were made.
+ * Before step 1: every file a group holds from its creation on (group-create.ts, for the layout
+ * its GROUP file names) must be there, as itself (not a link), and its state machine's files once
+ * its GROUP file says they were made.
  * A missing one was lost, and opening on would create it again empty — a log without its
  * entries, a vote or a purged id gone back, a state machine gone back to nothing: CORRUPT naming it.
  */
-async function checkDefiningFiles(fs: FileSystem, id: string, groupDir: string, stateMachineMade: boolean): Promise<ReadonlyMap<string, DirEntry['kind']>> {
+async function checkDefiningFiles(fs: FileSystem, id: string, groupDir: string, file: GroupFile): Promise<ReadonlyMap<string, DirEntry['kind']>> {
   // The group directory's own entries in one listing (with their kinds: a link is never
   // followed); the deeper ones one lstat each.
   let top: Map<string, DirEntry['kind']>;
@@ -250,45 +242,38 @@ async function checkDefiningFiles(fs: FileSystem, id: string, groupDir: string, 
   const what = `raft group ${JSON.stringify(id)}:`;
   const linked = (file: string): SeglogError => corrupt(`${what} ${file} is a symbolic link: a store never writes one, and never follows or removes one`, { path: file });
   if (top.get(SM_DIR) === 'symlink') throw linked(path.join(groupDir, SM_DIR));
-  for (const name of stateMachineMade ? [...GROUP_DEFINING_FILES, ...STATE_MACHINE_FILES] : GROUP_DEFINING_FILES) {
-    const file = path.join(groupDir, name);
+  const defining = groupDefiningFiles(file.stateCell);
+  for (const name of file.stateMachineMade ? [...defining, ...STATE_MACHINE_FILES] : defining) {
+    const entry = path.join(groupDir, name);
     let present: boolean;
     if (name.includes(path.sep)) {
-      present = (await ownEntry(fs, file, what)) !== null;
+      present = (await ownEntry(fs, entry, what)) !== null;
     } else {
       const kind = top.get(name);
-      if (kind === 'symlink') throw linked(file);
+      if (kind === 'symlink') throw linked(entry);
       present = kind !== undefined;
     }
     if (!present) {
-      const since = GROUP_DEFINING_FILES.includes(name) ? 'every group holds it from its creation on' : 'its GROUP file says the state machine files were made';
-      throw corrupt(`raft group ${JSON.stringify(id)}: ${file} is missing (${since})`, { group: id, path: file });
+      const since = defining.includes(name) ? 'every group holds it from its creation on' : 'its GROUP file says the state machine files were made';
+      throw corrupt(`raft group ${JSON.stringify(id)}: ${entry} is missing (${since})`, { group: id, path: entry });
     }
   }
   return top;
 }
 
-/** The value of a cell the group's creation wrote: one without a value lost it (CORRUPT). */
-async function readDefinedCell(cell: Cell, file: string, id: string): Promise<Uint8Array> {
-  const bytes = await cell.read();
-  if (bytes === null) throw corrupt(`raft group ${JSON.stringify(id)}: cell ${file} holds no value`, { group: id, path: file });
-  return bytes;
-}
-
-/** Step 1: the vote and the committed pointer. */
-async function readVoteAndCommitted<P extends StateMachinePlugin<unknown>>(
+/**
+ * Step 1: the vote and the committed pointer, read with the purged id beside them (one state
+ * cell, or the three cells of a group an earlier version made: group-state.ts); the purged id is
+ * step 2's.
+ */
+async function readSmallState<P extends StateMachinePlugin<unknown>>(
   g: Recovering<P>,
-): Promise<{ voteCell: Cell; committedCell: Cell; vote: Vote | null; committed: LogId | null }> {
-  const { id, groupDir, opened } = g;
-  const voteCell = await openOwnedCell(path.join(groupDir, VOTE_CELL), g.cells);
-  opened.cells.push(voteCell);
-  const committedCell = await openOwnedCell(path.join(groupDir, COMMITTED_CELL), g.cells);
-  opened.cells.push(committedCell);
-  const voteBytes = await readDefinedCell(voteCell, path.join(groupDir, VOTE_CELL), id);
-  const committedBytes = await readDefinedCell(committedCell, path.join(groupDir, COMMITTED_CELL), id);
-  const vote = voteBytes.length === NO_VOTE.length ? null : decodeVote(voteBytes);
-  const committed = decodeOptionalLogId(committedBytes);
-  return { voteCell, committedCell, vote, committed };
+): Promise<{ cells: { vote: Cell; committed: Cell; purged: Cell }; vote: Vote | null; committed: LogId | null; purged: LogId | null }> {
+  const state = await openGroupState(g.groupDir, g.id, g.file.stateCell, g.cells);
+  g.opened.cells.push(...state.opened);
+  const { values } = state;
+  const vote = values.vote.length === NO_VOTE.length ? null : decodeVote(values.vote);
+  return { cells: state, vote, committed: decodeOptionalLogId(values.committed), purged: decodeOptionalLogId(values.purged) };
 }
 
 /**
@@ -298,11 +283,9 @@ async function readVoteAndCommitted<P extends StateMachinePlugin<unknown>>(
  */
 async function readLogState<P extends StateMachinePlugin<unknown>>(
   g: Recovering<P>,
-): Promise<{ purgedCell: Cell; purged: LogId | null; log: SegmentedLog; finishedPurge: boolean; lo: number; lastLogId: LogId | null; journalEntriesStaged: number }> {
+  purged: LogId | null,
+): Promise<{ purged: LogId | null; log: SegmentedLog; finishedPurge: boolean; lo: number; lastLogId: LogId | null; journalEntriesStaged: number }> {
   const { s, id, groupDir, opened } = g;
-  const purgedCell = await openOwnedCell(path.join(groupDir, PURGED_CELL), g.cells);
-  opened.cells.push(purgedCell);
-  const purged = decodeOptionalLogId(await readDefinedCell(purgedCell, path.join(groupDir, PURGED_CELL), id));
   const log = await openSegmentedLog(path.join(groupDir, LOG_DIR), {
     fs: s.fs,
     segmentBytes: s.segmentBytes,
@@ -328,7 +311,7 @@ async function readLogState<P extends StateMachinePlugin<unknown>>(
       throw corrupt(`raft group ${JSON.stringify(id)}: record ${log.endIndex - 1} holds the entry of index ${lastLogId.index}`, { group: id });
     }
   }
-  return { purgedCell, purged, log, finishedPurge, lo, lastLogId, journalEntriesStaged: replayed.staged };
+  return { purged, log, finishedPurge, lo, lastLogId, journalEntriesStaged: replayed.staged };
 }
 
 /**
@@ -362,6 +345,9 @@ async function loadStateMachine<P extends StateMachinePlugin<unknown>>(
   g: Recovering<P>,
 ): Promise<{ sm: FsStateMachine<P>; snapshotLastLogId: LogId | null }> {
   const { s, id, groupDir, opened } = g;
+  // The flags a rewrite keeps (the layout of the group's small state), as a number: the closure
+  // below keeps nothing of the recovery's context.
+  const flags = groupFlagsOf(g.file);
   const sm = await openFsStateMachine<P>({
     groupId: id,
     dir: path.join(groupDir, SM_DIR),
@@ -379,7 +365,7 @@ async function loadStateMachine<P extends StateMachinePlugin<unknown>>(
       // Kept by the state machine for as long as the group is open: it names only what it
       // needs (not the recovery's context, which holds the directory listing and the journal's
       // replayed writes of the group; a thousand open groups kept those, heap snapshot).
-      markMade: () => rewriteGroupFile(s.fs, groupDir, id, GROUP_STATE_MACHINE_MADE),
+      markMade: () => rewriteGroupFile(s.fs, groupDir, id, flags | GROUP_STATE_MACHINE_MADE),
       ...(s.mistakes?.markBeforeStateMachineFiles === true ? { markFirst: true } : {}),
     },
   });

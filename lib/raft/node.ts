@@ -14,7 +14,7 @@
 //   place (then the directory synced): a crash leaves it whole or absent; open removes leftovers
 //   (never through a symbolic link). A node or group directory that lost one of its defining
 //   files or directories is CORRUPT naming it, never a store made again over the rest.
-// - Open runs, for every group, in this order: (1) the vote and committed cells; (2) the log's
+// - Open runs, for every group, in this order: (1) the vote and committed pointer (its state cell); (2) the log's
 //   state, finishing a purge whose purged id was durable before its entries were dropped; (3) the
 //   newest snapshot and the applied journal (applied position, membership, plugin state); (4)
 //   reconciliation: committed entries after the applied position are replayed from the log into
@@ -28,12 +28,12 @@
 
 import { lockDirectory } from '../fs/lock.js';
 import { makeDirectories } from '../fs/make-dirs.js';
-import { ownEntry } from '../fs/own-entry.js';
+import { listEntries, ownEntry } from '../fs/own-entry.js';
 import * as path from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 
 import { closed, corrupt, fromIo } from '../errors.js';
-import type { FileHandle, FileSystem } from '../fs/types.js';
+import type { DirEntry, FileHandle, FileSystem } from '../fs/types.js';
 import { openPayloadStore, type FsPayloadStore, type PayloadStoreOptions } from '../payloads/index.js';
 import { CLEAN_MARK, GROUPS_DIR, GROUP_TEMP_PREFIX, NODE_JOURNAL_DIR, NODE_LOCK, PAYLOADS_DIR, groupDirName, isGroupDirName, readGroupFile, removeTree, validateGroupId } from './fs-layout.js';
 import { NodeJournal, type JournalOp } from './node-journal.js';
@@ -268,17 +268,20 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
    */
   async recover(pending: Map<string, JournalOp[]>): Promise<void> {
     const fs = this.#settings.fs;
-    let names: string[];
+    let entries: DirEntry[];
     try {
-      names = await fs.readdir(this.#groupsDir);
+      // With their kinds, in one listing: no lstat per group to tell a link.
+      entries = await listEntries(fs, this.#groupsDir);
     } catch (err) {
       throw fromIo(err, 'open groups directory', this.#groupsDir);
     }
     const groupNames: string[] = [];
-    for (const name of names.sort()) {
+    for (const { name, kind } of entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
       const groupDir = path.join(this.#groupsDir, name);
       // Never through a link: a group directory or a leftover is this node's own, or damage.
-      await ownEntry(fs, groupDir, 'raft group directory');
+      if (kind === 'symlink') {
+        throw corrupt(`raft group directory ${groupDir} is a symbolic link: a store never writes one, and never follows or removes one`, { path: groupDir });
+      }
       if (name.startsWith(GROUP_TEMP_PREFIX)) {
         // A creation that did not reach its rename: nothing in it was ever acknowledged.
         await removeTree(fs, groupDir);
@@ -349,7 +352,7 @@ class Node<P extends StateMachinePlugin<unknown>> implements RaftNode<P> {
     const groupDir = await createGroupDir(this.#settings, this.#groupsDir, id);
     // Every file and directory of the new group was synced before its rename, and the rename
     // before this: its open need not sync what it reads.
-    return recoverGroup({ ...this.#parts, knownDurable: true }, { id, version: 2, stateMachineMade: false }, groupDir);
+    return recoverGroup({ ...this.#parts, knownDurable: true }, { id, version: 2, stateMachineMade: false, stateCell: true }, groupDir);
   }
 
   close(): Promise<void> {

@@ -13,14 +13,14 @@
 // disagreement is CORRUPT.
 
 import * as path from 'node:path';
-import { peekGrowingCell } from '../../cells/index.js';
 import { openSegmentedLog, type SegmentedLog, type SegmentedLogOptions } from '../../segments/index.js';
 import { lockDirectory } from '../fs/lock.js';
 import { corrupt, fromIo } from '../errors.js';
 import { realFs } from '../fs/real.js';
 import type { FileSystem } from '../fs/types.js';
 import { decodeEntryNames, decodeOptionalLogId } from './codec.js';
-import { GROUPS_DIR, GROUP_CELL_MAX_SLOT_BYTES, GROUP_CELL_SLOT_BYTES, LOG_DIR, NODE_JOURNAL_DIR, NODE_LOCK, PURGED_CELL, isGroupDirName, readGroupFile } from './fs-layout.js';
+import { GROUPS_DIR, LOG_DIR, NODE_JOURNAL_DIR, NODE_LOCK, isGroupDirName, readGroupFile } from './fs-layout.js';
+import { peekGroupState } from './group-state.js';
 import { journalView } from './journal-replay.js';
 import { NodeJournal, type JournalOp } from './node-journal.js';
 import { namingRecordsOf, planGroupReferences, scanNamingRecords, type ReferencePlan } from './group-references.js';
@@ -84,9 +84,10 @@ async function* scanGroups(
   for (const name of names.sort()) {
     if (!isGroupDirName(name)) continue;
     const groupDir = path.join(groupsDir, name);
-    const group = (await readGroupFile(fs, groupDir)).id;
+    const file = await readGroupFile(fs, groupDir);
+    const group = file.id;
     // Read, not opened: a scan takes no cell lock and leaves nothing behind.
-    const bytes = await peekGrowingCell(fs, path.join(groupDir, PURGED_CELL), GROUP_CELL_SLOT_BYTES, GROUP_CELL_MAX_SLOT_BYTES);
+    const bytes = (await peekGroupState(fs, groupDir, file.stateCell)).purged;
     const purged: LogId | null = bytes === null ? null : decodeOptionalLogId(bytes);
     const log = await openSegmentedLog(path.join(groupDir, LOG_DIR), {
       fs,

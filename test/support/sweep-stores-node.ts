@@ -1,6 +1,6 @@
 // The corruption sweep's subjects for the two stores built on the primitives: an fs host realm
 // (FORMAT, stripe files, published notes, scope homes with row files and head blobs, the fence
-// cell, the checkpoint cell) and a Raft node (group logs, vote/committed/purged cells, GROUP
+// cell, the checkpoint cell) and a Raft node (group logs, the state cell, GROUP
 // files, the applied journal, snapshots, the KV state, the node's payload store). Each writes a
 // golden state through the store's API, closes it cleanly, and reads everything back as keys
 // (test/support/sweep.ts, `Observed`).
@@ -248,7 +248,7 @@ function raftFileKind(path: string): string | null {
   const m = /^groups\/[0-9a-f]{64}\/(.*)$/.exec(rel);
   if (m === null) return null;
   const inner = m[1]!;
-  if (inner === 'GROUP' || inner === 'vote.cell' || inner === 'committed.cell' || inner === 'purged.cell') return inner;
+  if (inner === 'GROUP' || inner === 'state.cell' || inner === 'vote.cell' || inner === 'committed.cell' || inner === 'purged.cell') return inner;
   if (inner.endsWith('.cell.tmp')) return 'cell leftover (.tmp)';
   if (inner.startsWith('log/')) return logFileKind(path) === null ? null : `group log ${logFileKind(path)}`;
   if (inner.startsWith('sm/journal/')) return logFileKind(path) === null ? null : `journal ${logFileKind(path)}`;

@@ -1,6 +1,7 @@
 // Offline checks of Raft data (lib/raft/): snapshot files, and groups as lib/raft/fs-layout.ts
-// lays them out (a directory with `GROUP`, `log/`, `vote.cell`, `committed.cell`, `purged.cell`,
-// and once its state machine was first written `sm/journal/`, `sm/snapshots/`). Every file a
+// lays them out (a directory with `GROUP`, `log/`, `state.cell` — or, in a group an earlier
+// version made, `vote.cell`, `committed.cell`, `purged.cell` — and once its state machine was
+// first written `sm/journal/`, `sm/snapshots/`). Every file a
 // group holds from its creation on must be there, the state machine's once the GROUP file says
 // they were made, and a journal that dropped entries (or a purged log) needs a snapshot beside
 // it: errors otherwise, as open answers CORRUPT rather than serve a state that went back.
@@ -9,7 +10,8 @@
 // read with its own streaming reader: magic, header, frames, end marker, CRC), and
 // `isRaftGroupDirectory` + `checkRaftGroup`: on top of the primitive checks of its log and cells,
 // every live log record must decode as an entry (lib/raft/codec.ts) whose index is the record's,
-// with terms that never go down; the vote, committed and purged cells must decode; and every
+// with terms that never go down; the vote, committed and purged id must decode (from the state
+// cell, or from their three cells); and every
 // payload an entry names must be in a payload store of the node (a store found beside the group
 // or above it); the GROUP file is read with the store's own reader (read-only calls only); the
 // payload reference checkpoint is checked against the records (raft-references.ts).
@@ -21,7 +23,8 @@ import * as path from 'node:path';
 import { decodeEntry, decodeOptionalLogId, decodeVote } from '../../raft/codec.js';
 import { readSnapshotStream } from '../../raft/snapshot-format.js';
 import { GROUP_FILE_TEMP, LOG_DIR, SM_TEMP, parseSnapshotFileName, readGroupFile } from '../../raft/fs-layout.js';
-import { GROUP_DEFINING_FILES, NO_VOTE, STATE_MACHINE_FILES } from '../../raft/group-create.js';
+import { NO_VOTE, STATE_MACHINE_FILES, groupDefiningFiles } from '../../raft/group-create.js';
+import { decodeGroupState } from '../../raft/group-state.js';
 import { decodeManifest } from '../../../segments/format.js';
 import { peekManifest } from '../../../segments/manifest.js';
 import { checkCellFile } from './cell.js';
@@ -77,7 +80,8 @@ export function isRaftGroupDirectory(names: readonly string[]): boolean {
   return names.includes('GROUP') || (names.includes('log') && GROUP_CELLS.some((c) => names.includes(c)));
 }
 
-const GROUP_CELLS = ['vote.cell', 'committed.cell', 'purged.cell'];
+const STATE_CELL = 'state.cell';
+const GROUP_CELLS = [STATE_CELL, 'vote.cell', 'committed.cell', 'purged.cell'];
 
 /** The vote cell's value: empty before the first vote (lib/raft/group-create.ts), else a vote. */
 function decodeVoteCell(bytes: Uint8Array): unknown {
@@ -85,14 +89,14 @@ function decodeVoteCell(bytes: Uint8Array): unknown {
 }
 
 /**
- * Every file a group holds from its creation on (GROUP_DEFINING_FILES), and its state machine's
- * (STATE_MACHINE_FILES) once the GROUP file says they were made (or cannot say): one missing is
+ * Every file a group holds from its creation on (`groupDefiningFiles` of its layout), and its state
+ * machine's (STATE_MACHINE_FILES) once the GROUP file says they were made (or cannot say): one missing is
  * an error, since open answers CORRUPT rather than make it again empty (a log without its
  * entries, a vote, a committed or a purged id gone back, a state machine gone back to nothing).
  * The GROUP file is reported where it is read; a missing log directory shows as its MANIFEST's.
  */
-async function checkDefiningFiles(ctx: VerifyContext, dir: string, stateMachineMade: boolean): Promise<void> {
-  for (const name of GROUP_DEFINING_FILES) {
+async function checkDefiningFiles(ctx: VerifyContext, dir: string, stateMachineMade: boolean, stateCell: boolean): Promise<void> {
+  for (const name of groupDefiningFiles(stateCell)) {
     if (name === 'GROUP' || name === LOG_DIR) continue;
     const file = path.join(dir, name);
     if ((await ctx.fs.stat(file)) === null) ctx.error(file, `raft group: ${name} is missing; every group holds it from its creation on (CORRUPT at open)`);
@@ -135,11 +139,13 @@ async function checkSnapshotPresence(ctx: VerifyContext, dir: string, purged: un
 export async function checkRaftGroup(ctx: VerifyContext, dir: string, names: readonly string[]): Promise<Set<string>> {
   // The temporary names (a GROUP file's replacement, the state machine's making) hold nothing
   // acknowledged: leftovers of a crash, replaced by the next write.
-  const claimed = new Set<string>(['GROUP', 'log', 'vote.cell', 'committed.cell', 'purged.cell', REFS_FILE, REFS_TEMP, GROUP_FILE_TEMP, SM_TEMP]);
+  const claimed = new Set<string>(['GROUP', 'log', ...GROUP_CELLS, REFS_FILE, REFS_TEMP, GROUP_FILE_TEMP, SM_TEMP]);
   ctx.counts.raftGroups++;
   let id: string | null = null;
-  // Unknown (no readable GROUP file): every file is expected, as of a group of the first format.
+  // Unknown (no readable GROUP file): every file is expected, as of a group of the first format,
+  // and the small state's layout is the one the directory shows.
   let stateMachineMade = true;
+  let stateCell = names.includes(STATE_CELL);
   if (!names.includes('GROUP')) {
     ctx.error(path.join(dir, 'GROUP'), 'raft group: the GROUP file is missing (CORRUPT at open)');
   } else {
@@ -148,6 +154,7 @@ export async function checkRaftGroup(ctx: VerifyContext, dir: string, names: rea
       const file = await readGroupFile(ctx.fs, dir);
       id = file.id;
       stateMachineMade = file.stateMachineMade;
+      stateCell = file.stateCell;
     } catch (err) {
       if (err instanceof VerifyError) throw err;
       ctx.error(path.join(dir, 'GROUP'), `raft group: ${messageOf(err)}`, 0);
@@ -164,10 +171,35 @@ export async function checkRaftGroup(ctx: VerifyContext, dir: string, names: rea
       return null;
     }
   };
-  await checkDefiningFiles(ctx, dir, stateMachineMade);
-  const vote = await decodeCell('vote.cell', decodeVoteCell);
-  const committed = await decodeCell('committed.cell', decodeOptionalLogId);
-  const purged = await decodeCell('purged.cell', decodeOptionalLogId);
+  await checkDefiningFiles(ctx, dir, stateMachineMade, stateCell);
+  let vote: unknown;
+  let committed: unknown;
+  let purged: unknown;
+  if (stateCell) {
+    // One cell, three values: each decoded on its own, so that one bad value is reported as itself.
+    const file = path.join(dir, STATE_CELL);
+    const state = await decodeCell(STATE_CELL, (b) => decodeGroupState(b, file));
+    const field = (bytes: Uint8Array, what: string, decode: (b: Uint8Array) => unknown): unknown => {
+      try {
+        return decode(bytes);
+      } catch (err) {
+        ctx.error(file, `raft ${STATE_CELL}: the ${what}: ${messageOf(err)}`);
+        return null;
+      }
+    };
+    if (state !== null && state !== undefined) {
+      const s = state as ReturnType<typeof decodeGroupState>;
+      vote = field(s.vote, 'vote', decodeVoteCell);
+      committed = field(s.committed, 'committed pointer', decodeOptionalLogId);
+      purged = field(s.purged, 'purged id', decodeOptionalLogId);
+    } else {
+      vote = committed = purged = state;
+    }
+  } else {
+    vote = await decodeCell('vote.cell', decodeVoteCell);
+    committed = await decodeCell('committed.cell', decodeOptionalLogId);
+    purged = await decodeCell('purged.cell', decodeOptionalLogId);
+  }
   await checkSnapshotPresence(ctx, dir, purged);
   if (!names.includes('log')) {
     ctx.describe({ kind: 'raft-group', path: dir, id, vote, committed, purged, log: null, entries: 0, payloadsNamed: 0, stateMachineFiles: stateMachineMade });
