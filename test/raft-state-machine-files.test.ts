@@ -287,3 +287,30 @@ test('a GROUP file with a flag this version does not know is CORRUPT, naming it'
     return true;
   });
 });
+
+test('a GROUP file too short, or longer than the longest one (a 512-byte id), is CORRUPT naming it; the longest opens', async () => {
+  const fs = new MemoryFs({ trace: false });
+  const long = 'x'.repeat(512);
+  const node = await open(fs);
+  await node.openGroup('g');
+  await node.openGroup(long);
+  await node.close();
+  assert.equal((await readGroupFile(fs, groupDirectory(DIR, long))).id, long, 'the longest GROUP file is read whole');
+  const gd = groupDirectory(DIR, 'g');
+  const file = path.posix.join(gd, 'GROUP');
+  const good = encodeGroupFile('g', GROUP_STATE_CELL);
+  for (const [what, bytes] of [
+    ['cut short', good.subarray(0, 12)],
+    ['one byte past the longest', new Uint8Array(8 + 9 + 512 + 1).fill(7)],
+    ['much longer', new Uint8Array(64 * 1024).fill(7)],
+  ] as const) {
+    await writeWhole(fs, file, bytes);
+    await assert.rejects(readGroupFile(fs, gd), (err: unknown) => {
+      assert.ok(isSeglogError(err, 'CORRUPT'), `${what}: ${String(err)}`);
+      assert.match(err.message, /not a group file/, what);
+      assert.equal(err.details['path'], file, what);
+      return true;
+    });
+    await assert.rejects(open(fs), (err: unknown) => isSeglogError(err, 'CORRUPT'), `${what}: the node's open`);
+  }
+});
