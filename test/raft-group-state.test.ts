@@ -175,3 +175,24 @@ test('a state cell whose value does not decode is CORRUPT at open naming it, and
   const report = await verifyDataDirectory(DIR, { fs });
   assert.ok(report.findings.some((f) => f.severity === 'error' && f.path === file), JSON.stringify(report.findings));
 });
+
+test("a state cell that holds no value (both slots fillers) is CORRUPT at open naming it, and an error to verify (the cell check's own)", async () => {
+  const { encodeSlot } = await import('../cells/format.js');
+  const fs = new MemoryFs({ trace: false });
+  const node = await open(fs);
+  await node.openGroup('g');
+  await node.close();
+  const file = path.posix.join(groupDirectory(DIR, 'g'), 'state.cell');
+  const h = await fs.open(file, 'write');
+  await h.write(new Uint8Array([...encodeSlot(256, 0, 5, null), ...encodeSlot(256, 1, 6, null)]), 0);
+  await h.datasync();
+  await h.close();
+  await assert.rejects(open(fs), (err: unknown) => {
+    assert.ok(isSeglogError(err, 'CORRUPT'), String(err));
+    assert.equal(err.details['path'], file);
+    assert.match(err.message, /holds no value/);
+    return true;
+  });
+  const report = await verifyDataDirectory(DIR, { fs });
+  assert.ok(report.findings.some((f) => f.severity === 'error' && f.path === file && /holds no value/.test(f.message)), JSON.stringify(report.findings));
+});
