@@ -196,3 +196,30 @@ test("a state cell that holds no value (both slots fillers) is CORRUPT at open n
   const report = await verifyDataDirectory(DIR, { fs });
   assert.ok(report.findings.some((f) => f.severity === 'error' && f.path === file && /holds no value/.test(f.message)), JSON.stringify(report.findings));
 });
+
+test('a state cell whose vote, committed or purged document does not decode is CORRUPT at open naming the cell and the value', async () => {
+  const { encodeNewCellFile } = await import('../cells/format.js');
+  const none = encodeOptionalLogId(null);
+  const garbage = new Uint8Array([0x09, 0xff]);
+  for (const [what, state] of [
+    ['vote', { vote: garbage, committed: none, purged: none }],
+    ['committed id', { vote: new Uint8Array(0), committed: garbage, purged: none }],
+    ['purged id', { vote: new Uint8Array(0), committed: none, purged: garbage }],
+  ] as const) {
+    const fs = new MemoryFs({ trace: false });
+    const node = await open(fs);
+    await node.openGroup('g');
+    await node.close();
+    const file = path.posix.join(groupDirectory(DIR, 'g'), 'state.cell');
+    const h = await fs.open(file, 'write');
+    await h.write(encodeNewCellFile(256, encodeGroupState(state)), 0);
+    await h.datasync();
+    await h.close();
+    await assert.rejects(open(fs), (err: unknown) => {
+      assert.ok(isSeglogError(err, 'CORRUPT'), String(err));
+      assert.equal(err.details['path'], file, what);
+      assert.match(err.message, new RegExp(`the ${what} in `), what);
+      return true;
+    });
+  }
+});

@@ -22,7 +22,20 @@ import { openSegmentedLog, type SegmentedLog, type SegmentedLogOptions } from '.
 import { SeglogError, corrupt, fromIo } from '../errors.js';
 import type { FsPayloadStore } from '../payloads/index.js';
 import { decodeEntry, decodeEntryLogId, decodeOptionalLogId, decodeVote } from './codec.js';
-import { GROUP_CELL_OPTIONS, GROUP_MANIFEST_SLOT_BYTES, GROUP_STATE_MACHINE_MADE, LOG_DIR, SM_DIR, groupFlagsOf, rewriteGroupFile, type GroupFile } from './fs-layout.js';
+import {
+  COMMITTED_CELL,
+  GROUP_CELL_OPTIONS,
+  GROUP_MANIFEST_SLOT_BYTES,
+  GROUP_STATE_MACHINE_MADE,
+  LOG_DIR,
+  PURGED_CELL,
+  SM_DIR,
+  STATE_CELL,
+  VOTE_CELL,
+  groupFlagsOf,
+  rewriteGroupFile,
+  type GroupFile,
+} from './fs-layout.js';
 import { NO_VOTE, STATE_MACHINE_FILES, groupDefiningFiles } from './group-create.js';
 import { openGroupState } from './group-state.js';
 import { listEntries, ownEntry } from '../fs/own-entry.js';
@@ -272,8 +285,19 @@ async function readSmallState<P extends StateMachinePlugin<unknown>>(
   const state = await openGroupState(g.groupDir, g.id, g.file.stateCell, g.cells);
   g.opened.cells.push(...state.opened);
   const { values } = state;
-  const vote = values.vote.length === NO_VOTE.length ? null : decodeVote(values.vote);
-  return { cells: state, vote, committed: decodeOptionalLogId(values.committed), purged: decodeOptionalLogId(values.purged) };
+  // A document that passed its cell's checks but does not decode: CORRUPT naming the file it is in.
+  const decoded = <T>(cell: string, what: string, decode: () => T): T => {
+    try {
+      return decode();
+    } catch (err) {
+      const file = path.join(g.groupDir, g.file.stateCell ? STATE_CELL : cell);
+      throw corrupt(`raft group ${JSON.stringify(g.id)}: the ${what} in ${file} does not decode: ${(err as Error).message}`, { group: g.id, path: file });
+    }
+  };
+  const vote = decoded(VOTE_CELL, 'vote', () => (values.vote.length === NO_VOTE.length ? null : decodeVote(values.vote)));
+  const committed = decoded(COMMITTED_CELL, 'committed id', () => decodeOptionalLogId(values.committed));
+  const purged = decoded(PURGED_CELL, 'purged id', () => decodeOptionalLogId(values.purged));
+  return { cells: state, vote, committed, purged };
 }
 
 /**
