@@ -39,6 +39,21 @@ function open(fs: FileSystem) {
   return openRaftNode(DIR, { fs, clock: new ManualClock(), segmentBytes: 4096, journalSegmentBytes: 4096 });
 }
 
+/** A node with group 'g', closed, whose state cell is then replaced by a cell holding `file` (its two slots). */
+async function withStateCellFile(cellFile: Uint8Array): Promise<{ fs: MemoryFs; file: string }> {
+  const fs = new MemoryFs({ trace: false });
+  const node = await open(fs);
+  await node.openGroup('g');
+  await node.close();
+  const file = path.posix.join(groupDirectory(DIR, 'g'), 'state.cell');
+  const h = await fs.open(file, 'write');
+  await h.truncate(0);
+  await h.write(cellFile, 0);
+  await h.datasync();
+  await h.close();
+  return { fs, file };
+}
+
 async function exists(fs: FileSystem, p: string): Promise<boolean> {
   return (await fs.stat(p)) !== null;
 }
@@ -155,18 +170,9 @@ test('a group of the earlier layout (three cells) opens with its values, keeps w
 
 test('a state cell whose value does not decode is CORRUPT at open naming it, and an error to verify', async () => {
   const { encodeNewCellFile } = await import('../cells/format.js');
-  const fs = new MemoryFs({ trace: false });
-  const node = await open(fs);
-  await node.openGroup('g');
-  await node.close();
-  const file = path.posix.join(groupDirectory(DIR, 'g'), 'state.cell');
   // A well-formed cell (its checksums hold) whose value is not a group state: a vote and a log id only.
   const value = new Uint8Array([1, ...[encodeVote({ leaderId: { term: 1, nodeId: 1 }, committed: false })].flatMap((b) => [b.length, ...b]), ...[encodeOptionalLogId(null)].flatMap((b) => [b.length, ...b])]);
-  const h = await fs.open(file, 'write');
-  await h.truncate(0);
-  await h.write(encodeNewCellFile(256, value), 0);
-  await h.datasync();
-  await h.close();
+  const { fs, file } = await withStateCellFile(encodeNewCellFile(256, value));
   await assert.rejects(open(fs), (err: unknown) => {
     assert.ok(isSeglogError(err, 'CORRUPT'), String(err));
     assert.equal(err.details['path'], file);
@@ -178,15 +184,7 @@ test('a state cell whose value does not decode is CORRUPT at open naming it, and
 
 test("a state cell that holds no value (both slots fillers) is CORRUPT at open naming it, and an error to verify (the cell check's own)", async () => {
   const { encodeSlot } = await import('../cells/format.js');
-  const fs = new MemoryFs({ trace: false });
-  const node = await open(fs);
-  await node.openGroup('g');
-  await node.close();
-  const file = path.posix.join(groupDirectory(DIR, 'g'), 'state.cell');
-  const h = await fs.open(file, 'write');
-  await h.write(new Uint8Array([...encodeSlot(256, 0, 5, null), ...encodeSlot(256, 1, 6, null)]), 0);
-  await h.datasync();
-  await h.close();
+  const { fs, file } = await withStateCellFile(new Uint8Array([...encodeSlot(256, 0, 5, null), ...encodeSlot(256, 1, 6, null)]));
   await assert.rejects(open(fs), (err: unknown) => {
     assert.ok(isSeglogError(err, 'CORRUPT'), String(err));
     assert.equal(err.details['path'], file);
@@ -206,15 +204,7 @@ test('a state cell whose vote, committed or purged document does not decode is C
     ['committed id', { vote: new Uint8Array(0), committed: garbage, purged: none }],
     ['purged id', { vote: new Uint8Array(0), committed: none, purged: garbage }],
   ] as const) {
-    const fs = new MemoryFs({ trace: false });
-    const node = await open(fs);
-    await node.openGroup('g');
-    await node.close();
-    const file = path.posix.join(groupDirectory(DIR, 'g'), 'state.cell');
-    const h = await fs.open(file, 'write');
-    await h.write(encodeNewCellFile(256, encodeGroupState(state)), 0);
-    await h.datasync();
-    await h.close();
+    const { fs, file } = await withStateCellFile(encodeNewCellFile(256, encodeGroupState(state)));
     await assert.rejects(open(fs), (err: unknown) => {
       assert.ok(isSeglogError(err, 'CORRUPT'), String(err));
       assert.equal(err.details['path'], file, what);

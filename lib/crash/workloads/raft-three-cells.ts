@@ -16,23 +16,12 @@ import * as path from 'node:path';
 import { encodeNewCellFile } from '../../../cells/format.js';
 import { peekGrowingCell } from '../../../cells/index.js';
 import type { FileSystem } from '../../fs/types.js';
-import { GROUPS_DIR, GROUP_CELL_MAX_SLOT_BYTES, GROUP_CELL_SLOT_BYTES, GROUP_STATE_CELL, STATE_CELL, encodeGroupFile, groupFlagsOf, isGroupDirName, readGroupFile } from '../../raft/fs-layout.js';
+import { GROUPS_DIR, GROUP_CELL_MAX_SLOT_BYTES, GROUP_CELL_SLOT_BYTES, GROUP_STATE_CELL, STATE_CELL, groupFlagsOf, isGroupDirName, readGroupFile, rewriteGroupFile, writeFilesDurably } from '../../raft/fs-layout.js';
 import { decodeGroupState } from '../../raft/group-state.js';
 import type { RaftCrashWorkload } from './raft.js';
 
 /** The three cells of the earlier layout, in the order the state cell holds their values. */
 export const THREE_CELLS = ['vote.cell', 'committed.cell', 'purged.cell'] as const;
-
-async function writeWhole(fs: FileSystem, file: string, bytes: Uint8Array): Promise<void> {
-  const h = await fs.open(file, 'create');
-  try {
-    await h.truncate(0);
-    await h.write(bytes, 0);
-    await h.datasync();
-  } finally {
-    await h.close();
-  }
-}
 
 /**
  * Rewrites the closed group in `groupDir` into the three-cell layout, holding the values its state
@@ -46,8 +35,13 @@ export async function toThreeCellLayout(groupDir: string, fs: FileSystem): Promi
   if (value === null) throw new Error(`${statePath} holds no value`);
   const state = decodeGroupState(value, statePath);
   const values = [state.vote, state.committed, state.purged];
-  for (let k = 0; k < THREE_CELLS.length; k++) await writeWhole(fs, path.join(groupDir, THREE_CELLS[k]!), encodeNewCellFile(GROUP_CELL_SLOT_BYTES, values[k]!));
-  await writeWhole(fs, path.join(groupDir, 'GROUP'), encodeGroupFile(file.id, groupFlagsOf(file) & ~GROUP_STATE_CELL));
+  // The store's own writers: new files whole and synced, the GROUP file replaced durably.
+  await writeFilesDurably(
+    fs,
+    THREE_CELLS.map((name, k) => ({ file: path.join(groupDir, name), bytes: encodeNewCellFile(GROUP_CELL_SLOT_BYTES, values[k]!) })),
+    [groupDir],
+  );
+  await rewriteGroupFile(fs, groupDir, file.id, groupFlagsOf(file) & ~GROUP_STATE_CELL);
   await fs.unlink(statePath);
   await fs.syncDir(groupDir);
 }
